@@ -1,0 +1,26 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: demo test lint typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -d $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/lightmem demo
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/lightmem bench locomo $(LOCOMO) --budget-tokens 800 --out bench-locomo-800.json
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

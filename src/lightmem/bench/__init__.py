@@ -1,0 +1,1 @@
+"""Benchmarks run by hand (``lightmem bench ...``); they print and write JSON."""

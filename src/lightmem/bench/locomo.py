@@ -1,0 +1,158 @@
+"""LoCoMo retrieval benchmark (Maharana et al., ACL 2024; data CC BY-NC 4.0).
+
+Each conversation is ingested into a fresh store with the configured pipeline; every
+question of categories 1-4 is answered with retrieval only, within a token budget, and
+scored on whether the retrieved memories cite the question's evidence turns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from lightmem.errors import InvalidInputError
+from lightmem.memory import LightMemory
+
+_EVIDENCE = re.compile(r"D\d+:\d+")
+_SESSION = re.compile(r"session_(\d+)")
+
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    """Read a LoCoMo file (the ``locomo10.json`` format)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"file: cannot read LoCoMo data from {path}: {exc}") from exc
+    if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
+        raise InvalidInputError("file: expected a JSON list of LoCoMo samples")
+    return data
+
+
+def sessions(sample: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    """The conversation as lightmem messages, one list per session, in session order."""
+    conv = sample["conversation"]
+    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION.fullmatch(k)))
+    out = []
+    for n in numbers:
+        when = conv.get(f"session_{n}_date_time")
+        msgs = []
+        for turn in conv[f"session_{n}"]:
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text} [shares a photo: {turn['blip_caption']}]"
+            msgs.append(
+                {
+                    "id": turn["dia_id"],
+                    "content": text,
+                    "speaker_name": turn["speaker"],
+                    "timestamp": when,
+                }
+            )
+        out.append(msgs)
+    return out
+
+
+def evidence_ids(raw: Iterable[Any]) -> set[str]:
+    """Evidence ids, parsed defensively ("D8:6; D9:17" holds two, "D" none)."""
+    return {m for item in raw for m in _EVIDENCE.findall(str(item))}
+
+
+def run(
+    path: str | Path,
+    *,
+    budget_tokens: int,
+    config: Mapping[str, Any] | None = None,
+    limit: int = 200,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``."""
+    samples = load(path)
+    questions: list[dict[str, Any]] = []
+    ingest_s = 0.0
+    turns = 0
+    latencies: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
+        for sample in samples:
+            sid = str(sample.get("sample_id", len(questions)))
+            cfg = {**(config or {}), "store": {"path": str(Path(tmp) / f"{sid}.db")}}
+            with LightMemory.from_config(cfg) as mem:
+                t0 = time.perf_counter()
+                for msgs in sessions(sample):
+                    mem.add_memory(msgs, force_segment=True)
+                    turns += len(msgs)
+                mem.flush()
+                ingest_s += time.perf_counter() - t0
+                for qa in sample.get("qa", []):
+                    if qa.get("category") not in (1, 2, 3, 4):
+                        continue
+                    ev = evidence_ids(qa.get("evidence", []))
+                    if not ev:
+                        continue
+                    t1 = time.perf_counter()
+                    results = mem.retrieve(
+                        str(qa["question"]), limit=limit, budget_tokens=budget_tokens
+                    )
+                    latencies.append(time.perf_counter() - t1)
+                    got = {s for r in results for s in r.source_ids}
+                    questions.append(
+                        {
+                            "sample_id": sid,
+                            "question": qa["question"],
+                            "category": qa["category"],
+                            "evidence": sorted(ev),
+                            "answer": qa.get("answer"),
+                            "retrieved": [
+                                {"text": r.text, "source_ids": list(r.source_ids), "score": r.score}
+                                for r in results
+                            ],
+                            "tokens": sum(r.tokens for r in results),
+                            "all_evidence": ev <= got,
+                            "any_evidence": bool(ev & got),
+                        }
+                    )
+            if progress:
+                progress(f"{sid}: {len(questions)} questions so far")
+    return {"summary": summarize(questions, ingest_s, turns, latencies, budget_tokens), "questions": questions}
+
+
+def summarize(
+    questions: list[dict[str, Any]],
+    ingest_s: float,
+    turns: int,
+    latencies: list[float],
+    budget_tokens: int,
+) -> dict[str, Any]:
+    def rate(key: str, qs: list[dict[str, Any]]) -> float:
+        return round(sum(q[key] for q in qs) / len(qs), 4) if qs else 0.0
+
+    by_cat = {}
+    for cat in (1, 2, 3, 4):
+        qs = [q for q in questions if q["category"] == cat]
+        by_cat[str(cat)] = {"n": len(qs), "all_evidence_recall": rate("all_evidence", qs)}
+    lat = sorted(latencies)
+    return {
+        "questions": len(questions),
+        "budget_tokens": budget_tokens,
+        "all_evidence_recall": rate("all_evidence", questions),
+        "any_evidence_recall": rate("any_evidence", questions),
+        "mean_retrieved_tokens": round(statistics.fmean(q["tokens"] for q in questions), 1)
+        if questions
+        else 0.0,
+        "by_category": by_cat,
+        "turns": turns,
+        "ingest_s": round(ingest_s, 3),
+        "retrieval_ms_p50": round(1000 * _pct(lat, 0.50), 3),
+        "retrieval_ms_p95": round(1000 * _pct(lat, 0.95), 3),
+    }
+
+
+def _pct(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]

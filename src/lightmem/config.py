@@ -1,0 +1,316 @@
+"""Configuration: validates the published ``LightMemory.from_config`` dict shape and builds
+backend instances from it. This is the only place where names become instances."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lightmem.embed.base import Embedder
+from lightmem.errors import ConfigError
+from lightmem.ledger import Ledger
+from lightmem.pipeline.compress import (
+    Compressor,
+    EntropyCompressor,
+    LLMLingua2Compressor,
+    NoCompressor,
+)
+from lightmem.pipeline.retrieve import RetrieveParams
+from lightmem.pipeline.segment import SegmenterConfig
+from lightmem.store.base import MemoryStore
+
+T = TypeVar("T")
+
+INDEX_STRATEGIES = ("embedding", "context", "hybrid")
+RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
+
+
+class _Section:
+    """A config mapping read key by key; ``done()`` rejects every key nobody read."""
+
+    def __init__(self, raw: object, path: str) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {type(raw).__name__}")
+        for key in raw:
+            if not isinstance(key, str):
+                raise ConfigError(f"{path}: keys must be strings, got {key!r}")
+        self._raw = dict(raw)
+        self._path = path
+        self._seen: set[str] = set()
+
+    def _name(self, key: str) -> str:
+        return f"{self._path}.{key}" if self._path else key
+
+    def _get(self, key: str, default: T, types: type | tuple[type, ...]) -> T:
+        self._seen.add(key)
+        if key not in self._raw or self._raw[key] is None:
+            return default
+        value = self._raw[key]
+        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise ConfigError(f"{self._name(key)}: expected {_tname(types)}, got a boolean")
+        if not isinstance(value, types):
+            raise ConfigError(
+                f"{self._name(key)}: expected {_tname(types)}, got {type(value).__name__}"
+            )
+        return value  # type: ignore[no-any-return]
+
+    def bool(self, key: str, default: bool) -> bool:
+        return self._get(key, default, bool)
+
+    def str(self, key: str, default: str) -> str:
+        return self._get(key, default, str)
+
+    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.str(key, default)
+        if value not in allowed:
+            raise ConfigError(f"{self._name(key)}: {value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    def int(self, key: str, default: int, lo: int, hi: int) -> int:
+        value = self._get(key, default, int)
+        if not lo <= value <= hi:
+            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
+        return value
+
+    def opt_int(self, key: str, lo: int, hi: int) -> int | None:
+        value = self._get(key, None, int)
+        if value is not None and not lo <= value <= hi:
+            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
+        return value
+
+    def float(self, key: str, default: float, lo: float, hi: float) -> float:
+        value = float(self._get(key, default, (int, float)))
+        if not lo <= value <= hi:
+            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
+        return value
+
+    def section(self, key: str) -> _Section:
+        self._seen.add(key)
+        return _Section(self._raw.get(key), self._name(key))
+
+    def done(self) -> None:
+        unknown = sorted(set(self._raw) - self._seen)
+        if unknown:
+            where = f" in {self._path}" if self._path else ""
+            raise ConfigError(
+                f"{self._name(unknown[0])}: unknown or unsupported config key{where} "
+                f"(supported: {', '.join(sorted(self._seen))})"
+            )
+
+
+def _tname(types: type | tuple[type, ...]) -> str:
+    ts = types if isinstance(types, tuple) else (types,)
+    return " or ".join(t.__name__ for t in ts)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated configuration, as plain values."""
+
+    store_path: str = "lightmem.db"
+    pre_compress: bool = True
+    compressor: str = "entropy"
+    compress_rate: float = 0.6
+    llmlingua_path: str = ""
+    llmlingua_device: str = "cpu"
+    topic_segment: bool = True
+    precomp_topic_shared: bool = False
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    messages_use: str = "hybrid"
+    text_summary: bool = True
+    memory_manager: str = "offline"
+    index_strategy: str = "hybrid"
+    embedder: str = "wordllama"
+    embedder_model: str = ""
+    embedding_dims: int | None = None
+    embedder_device: str = "cpu"
+    embedder_api_key: str | None = None
+    embedder_base_url: str | None = None
+    retrieve: RetrieveParams = field(default_factory=RetrieveParams)
+    update: str = "offline"
+    extraction_mode: str = "flat"
+    sensory_buffer_tokens: int = 512
+    short_term_tokens: int = 1024
+
+
+def parse_config(raw: Mapping[str, Any] | None) -> Settings:
+    """Validate a config dict; every key must be known and well-typed."""
+    root = _Section(raw, "")
+    s: dict[str, Any] = {}
+
+    s["pre_compress"] = root.bool("pre_compress", True)
+    pc = root.section("pre_compressor")
+    name = pc.choice("model_name", "entropy", ("entropy", "entropy_compress", "llmlingua-2"))
+    s["compressor"] = "llmlingua-2" if name == "llmlingua-2" else "entropy"
+    pcc = pc.section("configs")
+    cc = pcc.section("compress_config")
+    rate = cc.float("rate", 0.6, 0.01, 1.0)
+    cc.done()
+    if s["compressor"] == "entropy":
+        ec = pcc.section("entropy_config")
+        rate = ec.float("compress_rate", rate, 0.01, 1.0)
+        ec.choice("model_name", "wordfreq", ("wordfreq",))
+        ec.done()
+    else:
+        lc = pcc.section("llmlingua_config")
+        s["llmlingua_path"] = lc.str("model_name", "")
+        if not s["llmlingua_path"]:
+            raise ConfigError(
+                "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
+            )
+        s["llmlingua_device"] = lc.str("device_map", "cpu")
+        if not lc.bool("use_llmlingua2", True):
+            raise ConfigError(
+                "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is "
+                "supported"
+            )
+        lc.done()
+    s["compress_rate"] = rate
+    pcc.done()
+    pc.done()
+
+    s["topic_segment"] = root.bool("topic_segment", True)
+    s["precomp_topic_shared"] = root.bool("precomp_topic_shared", False)
+    ts = root.section("topic_segmenter")
+    ts.choice("model_name", "embedding", ("embedding",))
+    tc = ts.section("configs")
+    s["segmenter"] = SegmenterConfig(
+        window=tc.int("window", 2, 1, 16),
+        sensitivity=tc.float("sensitivity", 0.5, -3.0, 3.0),
+        min_turns=tc.int("min_turns", 2, 1, 1000),
+        max_turns=tc.int("max_turns", 24, 1, 10_000),
+        max_gap_s=tc.float("max_gap_s", 1800.0, 0.0, 1e9),
+    )
+    tc.done()
+    ts.done()
+
+    s["messages_use"] = root.choice(
+        "messages_use", "hybrid", ("user_only", "assistant_only", "hybrid")
+    )
+    s["text_summary"] = root.bool("text_summary", True)
+    mm = root.section("memory_manager")
+    s["memory_manager"] = mm.choice("model_name", "offline", ("offline",))
+    mm.section("configs").done()
+    mm.done()
+
+    s["index_strategy"] = root.choice("index_strategy", "hybrid", INDEX_STRATEGIES)
+    te = root.section("text_embedder")
+    s["embedder"] = te.choice("model_name", "wordllama", ("wordllama", "huggingface", "openai"))
+    tec = te.section("configs")
+    s["embedder_model"] = tec.str("model", "")
+    s["embedding_dims"] = tec.opt_int("embedding_dims", 1, 65536)
+    s["embedder_api_key"] = tec.str("api_key", "") or None
+    s["embedder_base_url"] = tec.str("openai_base_url", "") or None
+    mk = tec.section("model_kwargs")
+    s["embedder_device"] = mk.str("device", "cpu")
+    mk.done()
+    tec.done()
+    te.done()
+
+    strategy = root.choice("retrieve_strategy", "hybrid", RETRIEVE_STRATEGIES)
+    needs = {"embedding": {"embedding"}, "context": {"context"}}.get(
+        strategy, {"embedding", "context"}
+    )
+    have = {"hybrid": {"embedding", "context"}}.get(
+        s["index_strategy"], {s["index_strategy"]}
+    )
+    if not needs <= have:
+        raise ConfigError(
+            f"retrieve_strategy: {strategy!r} needs index_strategy covering "
+            f"{' and '.join(sorted(needs))}, but index_strategy is {s['index_strategy']!r}"
+        )
+    rv = root.section("retrieval")
+    s["retrieve"] = RetrieveParams(
+        mode=strategy,  # type: ignore[arg-type]
+        limit=rv.int("limit", 10, 1, 10_000),
+        budget_tokens=rv.opt_int("budget_tokens", 1, 10_000_000),
+        candidates=rv.int("candidates", 100, 1, 100_000),
+        rrf_k=rv.int("rrf_k", 60, 1, 10_000),
+        dense_weight=rv.float("dense_weight", 1.0, 0.0, 100.0),
+        text_weight=rv.float("text_weight", 1.0, 0.0, 100.0),
+        topics=rv.int("topics", 2, 0, 100),
+    )
+    rv.done()
+    cr = root.section("context_retriever")
+    cr.choice("model_name", "bm25", ("bm25", "fts5"))
+    cr.section("configs").done()
+    cr.done()
+
+    s["store_path"] = _store_path(root)
+
+    s["update"] = root.choice("update", "offline", ("offline", "online"))
+    s["extraction_mode"] = root.choice("extraction_mode", "flat", ("flat",))
+    sb = root.section("sensory_buffer")
+    s["sensory_buffer_tokens"] = sb.int("max_tokens", 512, 16, 1_000_000)
+    sb.done()
+    stm = root.section("short_term_memory")
+    s["short_term_tokens"] = stm.int("max_tokens", 1024, 16, 10_000_000)
+    stm.done()
+    root.done()
+    return Settings(**s)
+
+
+def _store_path(root: _Section) -> str:
+    er = root.section("embedding_retriever")
+    er.choice("model_name", "sqlite", ("sqlite",))
+    erc = er.section("configs")
+    path_a = erc.str("path", "")
+    erc.done()
+    er.done()
+    st = root.section("store")
+    st.choice("provider", "sqlite", ("sqlite",))
+    path_b = st.str("path", "")
+    st.done()
+    if path_a and path_b and path_a != path_b:
+        raise ConfigError("store.path: differs from embedding_retriever.configs.path; give one")
+    return path_b or path_a or os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+
+
+# -- building instances (the edge) --------------------------------------------------------
+def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
+    if s.embedder == "wordllama":
+        from lightmem.embed.wordllama import WordLlamaEmbedder
+
+        return WordLlamaEmbedder(s.embedding_dims or 256, ledger=ledger)
+    if s.embedder == "huggingface":
+        from lightmem.embed.sentence_transformers import SentenceTransformerEmbedder
+
+        if not s.embedder_model:
+            raise ConfigError("text_embedder.configs.model: required (a local model folder)")
+        return SentenceTransformerEmbedder(
+            s.embedder_model,
+            embedding_dims=s.embedding_dims,
+            device=s.embedder_device,
+            ledger=ledger,
+        )
+    from lightmem.embed.openai_compat import OpenAIEmbedder
+
+    if s.embedding_dims is None:
+        raise ConfigError("text_embedder.configs.embedding_dims: required for openai")
+    return OpenAIEmbedder(
+        s.embedder_model,
+        s.embedding_dims,
+        base_url=s.embedder_base_url,
+        api_key=s.embedder_api_key,
+        ledger=ledger,
+    )
+
+
+def build_compressor(s: Settings) -> Compressor:
+    if not s.pre_compress:
+        return NoCompressor()
+    if s.compressor == "llmlingua-2":
+        return LLMLingua2Compressor(
+            s.llmlingua_path, rate=s.compress_rate, device=s.llmlingua_device
+        )
+    return EntropyCompressor(s.compress_rate)
+
+
+def build_store(s: Settings) -> MemoryStore:
+    from lightmem.store.sqlite import SQLiteStore
+
+    return SQLiteStore(s.store_path)

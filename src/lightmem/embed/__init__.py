@@ -1,0 +1,8 @@
+"""Text embedders: one public ``embed`` that accounts every call, one private hook per backend."""
+
+from lightmem.embed.base import Embedder
+from lightmem.embed.openai_compat import OpenAIEmbedder
+from lightmem.embed.sentence_transformers import SentenceTransformerEmbedder
+from lightmem.embed.wordllama import WordLlamaEmbedder
+
+__all__ = ["Embedder", "OpenAIEmbedder", "SentenceTransformerEmbedder", "WordLlamaEmbedder"]

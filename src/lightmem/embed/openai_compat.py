@@ -1,0 +1,77 @@
+"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.embed.base import Embedder
+from lightmem.errors import BackendError, ConfigError
+from lightmem.ledger import Ledger
+
+
+class OpenAIEmbedder(Embedder):
+    """OpenAI, vLLM, Ollama or llama.cpp server embeddings (needs the ``openai`` extra).
+
+    ``base_url`` and ``api_key`` default to ``LIGHTMEM_EMBED_BASE_URL`` /
+    ``LIGHTMEM_EMBED_API_KEY`` (then ``OPENAI_API_KEY``). TLS verification stays on.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        embedding_dims: int,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        max_retries: int = 3,
+        batch_size: int = 256,
+        ledger: Ledger | None = None,
+    ) -> None:
+        super().__init__(ledger)
+        if not model:
+            raise ConfigError("text_embedder.configs.model: required for the openai embedder")
+        if embedding_dims <= 0:
+            raise ConfigError("text_embedder.configs.embedding_dims: must be a positive integer")
+        try:
+            import openai
+        except ImportError as exc:
+            raise BackendError("the openai embedder needs: pip install 'lightmem[openai]'") from exc
+        key = (
+            api_key
+            or os.environ.get("LIGHTMEM_EMBED_API_KEY")
+            or os.environ.get("OPENAI_API_KEY")
+            or "unused"
+        )
+        self._client: Any = openai.OpenAI(
+            api_key=key,
+            base_url=base_url or os.environ.get("LIGHTMEM_EMBED_BASE_URL") or None,
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self._openai = openai
+        self._model = model
+        self._batch = batch_size
+        self.dim = embedding_dims
+        self.name = f"openai:{model}:{embedding_dims}"
+
+    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch):
+            batch = list(texts[start : start + self._batch])
+            try:
+                resp = self._client.embeddings.create(model=self._model, input=batch)
+            except self._openai.OpenAIError as exc:
+                raise BackendError(f"embedding endpoint failed: {exc}") from exc
+            data = sorted(resp.data, key=lambda d: d.index)
+            if len(data) != len(batch):
+                raise BackendError(
+                    f"embedding endpoint returned {len(data)} vectors for {len(batch)} texts"
+                )
+            rows.extend(list(d.embedding) for d in data)
+        return np.asarray(rows, dtype=np.float32)

@@ -1,0 +1,108 @@
+"""The single accounting point for model calls: counts, tokens and latency per operation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class UsageRecord:
+    """Aggregated usage of one (kind, operation) pair, e.g. ("embed", "ingest")."""
+
+    kind: str
+    op: str
+    calls: int = 0
+    items: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    errors: int = 0
+
+    def add(self, other: UsageRecord) -> None:
+        self.calls += other.calls
+        self.items += other.items
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.latency_s += other.latency_s
+        self.errors += other.errors
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return {
+            "kind": self.kind,
+            "op": self.op,
+            "calls": self.calls,
+            "items": self.items,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": round(self.latency_s, 6),
+            "errors": self.errors,
+        }
+
+
+@dataclass(slots=True)
+class _Call:
+    items: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class Ledger:
+    """Thread-safe usage counters. ``drain`` hands the not-yet-persisted part to a store."""
+
+    _totals: dict[tuple[str, str], UsageRecord] = field(default_factory=dict)
+    _unsaved: dict[tuple[str, str], UsageRecord] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def measure(self, kind: str, op: str) -> Iterator[_Call]:
+        """Time one call; the caller fills in items and tokens on the yielded object."""
+        call = _Call()
+        start = time.perf_counter()
+        failed = False
+        try:
+            yield call
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self.record(
+                UsageRecord(
+                    kind=kind,
+                    op=op,
+                    calls=1,
+                    items=call.items,
+                    prompt_tokens=call.prompt_tokens,
+                    completion_tokens=call.completion_tokens,
+                    latency_s=time.perf_counter() - start,
+                    errors=int(failed),
+                )
+            )
+
+    def record(self, rec: UsageRecord) -> None:
+        key = (rec.kind, rec.op)
+        with self._lock:
+            for table in (self._totals, self._unsaved):
+                table.setdefault(key, UsageRecord(rec.kind, rec.op)).add(rec)
+
+    def totals(self) -> list[UsageRecord]:
+        """Usage recorded by this process, one record per (kind, op)."""
+        with self._lock:
+            return [self._copy(r) for r in self._totals.values()]
+
+    def drain(self) -> list[UsageRecord]:
+        """Return and forget the usage not yet handed out (for persisting)."""
+        with self._lock:
+            out = list(self._unsaved.values())
+            self._unsaved = {}
+            return out
+
+    @staticmethod
+    def _copy(r: UsageRecord) -> UsageRecord:
+        c = UsageRecord(r.kind, r.op)
+        c.add(r)
+        return c

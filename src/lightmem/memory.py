@@ -1,0 +1,381 @@
+"""``LightMemory``: the thin public facade over the LightMem pipeline and its store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+from lightmem import validate
+from lightmem.config import (
+    Settings,
+    build_compressor,
+    build_embedder,
+    build_store,
+    parse_config,
+)
+from lightmem.embed.base import Embedder
+from lightmem.errors import InvalidInputError, NotFoundError
+from lightmem.ledger import Ledger, UsageRecord
+from lightmem.pipeline.compress import Compressor, EntropyCompressor
+from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
+from lightmem.pipeline.messages import normalize_messages
+from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.update import (
+    OfflineUpdater,
+    Updater,
+    UpdateReport,
+    build_queue,
+    run_update,
+)
+from lightmem.store.base import MemoryStore
+from lightmem.store.sqlite import entry_from_dict
+from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, RetrievalResult
+
+_ROLES = {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
+
+
+class LightMemory:
+    """Long-term memory for an agent: add conversations, retrieve what matters.
+
+    Backends are instances: pass a store, an embedder and optionally a compressor, memory
+    manager and updater, or build them all from a config dict with :meth:`from_config`.
+    Every method takes an optional ``user_id`` / ``agent_id`` / ``run_id`` scope.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        *,
+        compressor: Compressor | None = None,
+        memory_manager: MemoryManager | None = None,
+        updater: Updater | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        s = self.settings
+        self.store = store
+        self.embedder = embedder
+        self.ledger: Ledger = embedder.ledger
+        self.compressor = compressor or EntropyCompressor(s.compress_rate)
+        scorer = (
+            self.compressor
+            if isinstance(self.compressor, EntropyCompressor)
+            else EntropyCompressor(s.compress_rate)
+        )
+        self.memory_manager = memory_manager or OfflineMemoryManager(
+            scorer, compressed_text=s.text_summary, roles=_ROLES.get(s.messages_use)
+        )
+        self.updater = updater or OfflineUpdater()
+        store.bind_embedder(embedder.name, embedder.dim)
+        self._ingestor = Ingestor(
+            store,
+            embedder,
+            self.compressor,
+            self.memory_manager,
+            IngestOptions(
+                topic_segment=s.topic_segment,
+                precomp_topic_shared=s.precomp_topic_shared,
+                segmenter=s.segmenter,
+                sensory_buffer_tokens=s.sensory_buffer_tokens,
+                short_term_tokens=s.short_term_tokens,
+            ),
+        )
+        self._retriever = Retriever(store, embedder)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None = None) -> LightMemory:
+        """Build from the published config shape; unknown keys raise :class:`ConfigError`."""
+        settings = parse_config(config)
+        ledger = Ledger()
+        embedder = build_embedder(settings, ledger)
+        compressor = build_compressor(settings)
+        store = build_store(settings)
+        try:
+            return cls(store, embedder, compressor=compressor, settings=settings)
+        except BaseException:
+            store.close()
+            raise
+
+    # -- ingestion ------------------------------------------------------------------------
+    def add_memory(
+        self,
+        messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        force_segment: bool = False,
+        force_extract: bool = False,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> IngestResult:
+        """Store messages, then segment and extract once the buffers fill (or when forced)."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        for name, flag in (("force_segment", force_segment), ("force_extract", force_extract)):
+            if not isinstance(flag, bool):
+                raise InvalidInputError(f"{name}: expected a boolean")
+        msgs = normalize_messages(messages)
+        result = self._ingestor.add(
+            scope, msgs, force_segment=force_segment, force_extract=force_extract
+        )
+        if result.entries_created and self.settings.update == "online":
+            self._online_update(result.entries_created, scope)
+        self._save_usage()
+        return result
+
+    def flush(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> IngestResult:
+        """Extract everything still buffered in the scope (or in every scope if none given)."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        scopes = [scope] if scope.label() != "default" else self.store.buffered_scopes()
+        created: list[str] = []
+        segments = 0
+        for sc in scopes:
+            r = self._ingestor.flush(sc)
+            created += r.entries_created
+            segments += r.segments_created
+        self._save_usage()
+        return IngestResult(0, 0, segments, tuple(created))
+
+    # -- retrieval ------------------------------------------------------------------------
+    def retrieve(
+        self,
+        query: str,
+        limit: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        mode: str | None = None,
+        budget_tokens: int | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[RetrievalResult]:
+        """Most relevant memories for ``query``, best first, within ``limit`` and the budget.
+
+        ``mode``: "embedding", "context" (BM25), "hybrid" or "hierarchical" (topic
+        summaries first); default from config. ``filters``: time_from, time_to, speaker,
+        topic_id, kind.
+        """
+        q = validate.query(query)
+        scope = validate.scope(user_id, agent_id, run_id)
+        params = self._params(limit, mode, budget_tokens)
+        return self._retriever.retrieve(q, scope, validate.filters(filters), params)
+
+    def retrieve_context(self, query: str, **kwargs: Any) -> str:
+        """:meth:`retrieve`, formatted as prompt context with source citations."""
+        return format_context(self.retrieve(query, **kwargs))
+
+    format_context = staticmethod(format_context)
+
+    def _params(
+        self, limit: int | None, mode: str | None, budget_tokens: int | None
+    ) -> RetrieveParams:
+        p = self.settings.retrieve
+        if limit is not None:
+            p = replace(p, limit=validate.positive_int("limit", limit, 10_000))
+        if budget_tokens is not None:
+            p = replace(
+                p, budget_tokens=validate.positive_int("budget_tokens", budget_tokens, 10**7)
+            )
+        if mode is not None:
+            if mode not in ("embedding", "context", "hybrid", "hierarchical"):
+                raise InvalidInputError(
+                    f"mode: {mode!r} is not one of embedding, context, hybrid, hierarchical"
+                )
+            p = replace(p, mode=mode)  # type: ignore[arg-type]
+        return p
+
+    # -- entries ----------------------------------------------------------------------------
+    def get(
+        self,
+        entry_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryEntry:
+        scope = validate.scope(user_id, agent_id, run_id)
+        entry = self.store.get_entry(validate.entry_id(entry_id), scope)
+        if entry is None:
+            raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
+        return entry
+
+    def list(
+        self,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[MemoryEntry]:
+        """Entries in time order, paginated."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError("offset: expected a non-negative integer")
+        f = validate.filters(filters)
+        return self.store.list_entries(scope, f, validate.positive_int("limit", limit), offset)
+
+    def sources(self, entry_id: str, **scope_kw: str | None) -> list[Message]:
+        """The original messages an entry was extracted from."""
+        entry = self.get(entry_id, **scope_kw)
+        return self.store.get_messages(entry.scope, entry.source_ids)
+
+    def update(
+        self,
+        entry_id: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryEntry:
+        """Replace an entry's text (re-embedded and re-indexed; the old version is kept)."""
+        entry = self.get(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError("text: expected a non-empty string")
+        new = replace(entry, text=text, original_text=text)
+        vec = self.embedder.embed([new.search_text], op="update")[0]
+        out = self.store.update_entry(new, vec, "manual update")
+        self._save_usage()
+        return out
+
+    def delete(
+        self,
+        entry_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryEntry:
+        """Delete an entry; it stays in the history and can be restored."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        return self.store.delete_entry(validate.entry_id(entry_id), scope, "manual delete")
+
+    def history(
+        self,
+        entry_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[HistoryEvent]:
+        scope = validate.scope(user_id, agent_id, run_id)
+        events = self.store.history(validate.entry_id(entry_id), scope)
+        if not events:
+            raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
+        return events
+
+    def restore(
+        self,
+        entry_id: str,
+        version: int | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryEntry:
+        """Bring back a version (default: the last one) of an updated or deleted entry."""
+        events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
+        snaps = [e.after for e in events if e.after is not None]
+        if version is not None:
+            validate.positive_int("version", version, 10**9)
+            snaps = [s for s in snaps if s["version"] == version]
+            if not snaps:
+                raise NotFoundError(f"version: entry {entry_id!r} has no version {version}")
+        target = entry_from_dict(snaps[-1])
+        vec = self.embedder.embed([target.search_text], op="update")[0]
+        out = self.store.restore_entry(target, vec, f"restored version {target.version}")
+        self._save_usage()
+        return out
+
+    # -- offline update ---------------------------------------------------------------------
+    def construct_update_queue_all_entries(
+        self,
+        top_k: int = 20,
+        keep_top_n: int = 10,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """For every entry, queue its most similar earlier entries; returns entries queued."""
+        validate.positive_int("top_k", top_k, 10_000)
+        validate.positive_int("keep_top_n", keep_top_n, 10_000)
+        scope = validate.scope(user_id, agent_id, run_id)
+        ids, matrix, groups = self.store.vectors(scope, Filters(kind="entry"))
+        queue = build_queue(ids, matrix, groups, top_k, keep_top_n)
+        self.store.save_update_queue(queue)
+        return len(queue)
+
+    def offline_update_all_entries(
+        self,
+        score_threshold: float = 0.8,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> UpdateReport:
+        """Merge, update or delete queued overlapping entries (see :class:`Updater`)."""
+        if isinstance(score_threshold, bool) or not isinstance(score_threshold, int | float):
+            raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
+        if not -1.0 <= float(score_threshold) <= 1.0:
+            raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
+        scope = validate.scope(user_id, agent_id, run_id)
+        report = run_update(
+            self.store, self.embedder, self.updater, scope, float(score_threshold)
+        )
+        self._save_usage()
+        return report
+
+    def _online_update(self, new_ids: Sequence[str], scope: Any) -> None:
+        ids, matrix, groups = self.store.vectors(scope, Filters(kind="entry"))
+        self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
+        run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def stats(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Counts in the scope and model usage (all processes that used this store)."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        self._save_usage()
+        usage = self.store.usage()
+        total = UsageRecord("all", "all")
+        for r in usage:
+            total.add(r)
+        return {
+            "store": self.store.path,
+            "scope": scope.label(),
+            "embedder": self.embedder.name,
+            "compressor": self.compressor.name,
+            "memory_manager": self.memory_manager.name,
+            **self.store.counts(scope),
+            "usage": {"total": total.to_dict(), "by_operation": [r.to_dict() for r in usage]},
+        }
+
+    def _save_usage(self) -> None:
+        self.store.record_usage(self.ledger.drain())
+
+    def close(self) -> None:
+        self._save_usage()
+        self.store.close()
+
+    def __enter__(self) -> LightMemory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""The LightMem pipeline stages, each a small module with pure logic where possible."""

@@ -1,0 +1,133 @@
+"""Memory managers: turn topic segments of the short-term buffer into memory entries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import numpy as np
+
+from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.timeparse import format_date
+from lightmem.store.base import BufferedMessage, Vector
+from lightmem.text import STOPWORDS, words
+from lightmem.types import MemoryEntry, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One topic segment: its messages (in order) and their vectors (rows aligned)."""
+
+    topic_id: str
+    scope: Scope
+    messages: Sequence[BufferedMessage]
+    vectors: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An entry to store; ``vector`` None means "embed ``entry.search_text``"."""
+
+    entry: MemoryEntry
+    vector: Vector | None
+
+
+class MemoryManager(Protocol):
+    """Extracts memory entries from segments (offline rules now, an LLM in ``llm/``)."""
+
+    name: str
+
+    def extract(self, segments: Sequence[Segment], new_id: _IdFactory) -> list[Draft]: ...
+
+
+class _IdFactory(Protocol):
+    def __call__(self) -> str: ...
+
+
+class OfflineMemoryManager:
+    """Extraction with no generative model.
+
+    Each turn becomes one attributed entry: its pre-compressed text for prompts, its full
+    text for search, its speaker, time and source id. Each segment also gets a summary entry
+    (time, speakers, its most informative words) whose vector is the segment centroid, which
+    is what hierarchical retrieval ranks first.
+    """
+
+    name = "offline"
+
+    def __init__(
+        self,
+        keyword_scorer: EntropyCompressor,
+        *,
+        summary_keywords: int = 12,
+        compressed_text: bool = True,
+        roles: frozenset[str] | None = None,
+    ) -> None:
+        self._scorer = keyword_scorer
+        self._k = summary_keywords
+        self._compressed = compressed_text
+        self._roles = roles
+
+    def extract(self, segments: Sequence[Segment], new_id: _IdFactory) -> list[Draft]:
+        now = datetime.now(UTC)
+        drafts: list[Draft] = []
+        for seg in segments:
+            for bm, vec in zip(seg.messages, seg.vectors, strict=True):
+                m = bm.message
+                if self._roles is not None and m.role not in self._roles:
+                    continue
+                drafts.append(
+                    Draft(
+                        MemoryEntry(
+                            id=new_id(),
+                            text=bm.compressed if self._compressed else m.content,
+                            original_text=m.content,
+                            scope=seg.scope,
+                            timestamp=m.timestamp,
+                            speaker_id=m.speaker_id or m.role,
+                            speaker_name=m.speaker_name,
+                            topic_id=seg.topic_id,
+                            source_ids=(m.id,),
+                            created_at=now,
+                            updated_at=now,
+                            metadata={"role": m.role, **dict(m.metadata)},
+                        ),
+                        vec,
+                    )
+                )
+            drafts.append(self._summary(seg, new_id(), now))
+        return drafts
+
+    def _summary(self, seg: Segment, entry_id: str, now: datetime) -> Draft:
+        msgs = [bm.message for bm in seg.messages]
+        speakers = list(dict.fromkeys(m.speaker for m in msgs))
+        counts: Counter[str] = Counter()
+        for m in msgs:
+            counts.update(w.lower() for w in words(m.content) if w.lower() not in STOPWORDS)
+        ranked = sorted(counts, key=lambda w: -(self._scorer.surprisal(w) * (1 + counts[w])))
+        first = next((m.timestamp for m in msgs if m.timestamp), None)
+        text = f"{' & '.join(speakers)} ({format_date(first) or 'undated'}): " + ", ".join(
+            ranked[: self._k]
+        )
+        centroid = seg.vectors.mean(axis=0).astype(np.float32)
+        norm = float(np.linalg.norm(centroid))
+        if norm > 0:
+            centroid /= norm
+        return Draft(
+            MemoryEntry(
+                id=entry_id,
+                kind="summary",
+                text=text,
+                original_text="\n".join(m.search_text for m in msgs),
+                scope=seg.scope,
+                timestamp=first,
+                topic_id=seg.topic_id,
+                source_ids=tuple(m.id for m in msgs),
+                created_at=now,
+                updated_at=now,
+            ),
+            centroid,
+        )

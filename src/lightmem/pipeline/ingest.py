@@ -1,0 +1,137 @@
+"""Ingestion: persist messages, then move them through the sensory and short-term buffers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lightmem.embed.base import Embedder
+from lightmem.pipeline.compress import Compressor
+from lightmem.pipeline.extract import MemoryManager, Segment
+from lightmem.pipeline.segment import SegmenterConfig, segment
+from lightmem.store.base import BufferedMessage, MemoryStore, Vector
+from lightmem.text import estimate_tokens
+from lightmem.types import MemoryEntry, Message, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    topic_segment: bool = True
+    precomp_topic_shared: bool = False
+    segmenter: SegmenterConfig = SegmenterConfig()
+    sensory_buffer_tokens: int = 512
+    short_term_tokens: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one ``add_memory`` call did."""
+
+    messages_added: int
+    messages_buffered: int
+    segments_created: int
+    entries_created: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "messages_added": self.messages_added,
+            "messages_buffered": self.messages_buffered,
+            "segments_created": self.segments_created,
+            "entries_created": list(self.entries_created),
+        }
+
+
+class Ingestor:
+    """Pre-compress -> persist -> segment (sensory buffer) -> extract (short-term buffer).
+
+    Messages are written to the store before any model runs, so a failure later (or a
+    crash) loses nothing: buffered messages are picked up by the next flush.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        compressor: Compressor,
+        manager: MemoryManager,
+        options: IngestOptions,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._compressor = compressor
+        self._manager = manager
+        self._opt = options
+
+    def add(
+        self,
+        scope: Scope,
+        messages: Sequence[Message],
+        *,
+        force_segment: bool,
+        force_extract: bool,
+    ) -> IngestResult:
+        items = [(m, self._compressor.compress(m.content)) for m in messages]
+        self._store.add_messages(scope, items)
+        n_seg, memo = self._segment(scope, force=force_segment or force_extract)
+        created = self._extract(scope, force=force_extract, memo=memo)
+        pending = len(self._store.buffered(scope, "pending")) + len(
+            self._store.buffered(scope, "segmented")
+        )
+        return IngestResult(len(messages), pending, n_seg, created)
+
+    def flush(self, scope: Scope) -> IngestResult:
+        """Segment and extract everything still buffered in ``scope``."""
+        n_seg, memo = self._segment(scope, force=True)
+        created = self._extract(scope, force=True, memo=memo)
+        return IngestResult(0, 0, n_seg, created)
+
+    def _segment(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector]]:
+        pending = self._store.buffered(scope, "pending")
+        tokens = sum(estimate_tokens(b.message.content) for b in pending)
+        if not pending or (not force and tokens < self._opt.sensory_buffer_tokens):
+            return 0, {}
+        shared = self._opt.precomp_topic_shared
+        texts = [b.compressed if shared else b.message.search_text for b in pending]
+        vectors = self._embedder.embed(texts, op="segment")
+        if self._opt.topic_segment:
+            groups = segment(vectors, [b.message.timestamp for b in pending], self._opt.segmenter)
+        else:
+            groups = [list(range(len(pending)))]
+        if not force and len(groups) > 1:
+            groups = groups[:-1]  # the last topic may continue in the next messages
+        assignments = [(pending[i].seq, topic) for g in groups for topic in [_new_id()] for i in g]
+        self._store.mark_segmented(assignments)
+        memo = {} if shared else {pending[i].seq: vectors[i] for g in groups for i in g}
+        return len(groups), memo
+
+    def _extract(self, scope: Scope, *, force: bool, memo: dict[int, Vector]) -> tuple[str, ...]:
+        buffered = self._store.buffered(scope, "segmented")
+        tokens = sum(estimate_tokens(b.message.content) for b in buffered)
+        if not buffered or (not force and tokens < self._opt.short_term_tokens):
+            return ()
+        missing = [b for b in buffered if b.seq not in memo]
+        if missing:
+            vecs = self._embedder.embed([b.message.search_text for b in missing], op="extract")
+            memo = {**memo, **{b.seq: v for b, v in zip(missing, vecs, strict=True)}}
+        by_topic: dict[str, list[BufferedMessage]] = {}
+        for b in buffered:
+            by_topic.setdefault(b.topic_id, []).append(b)
+        segments = [
+            Segment(topic, scope, msgs, np.stack([memo[b.seq] for b in msgs]))
+            for topic, msgs in by_topic.items()
+        ]
+        drafts = self._manager.extract(segments, _new_id)
+        need = [d.entry for d in drafts if d.vector is None]
+        fresh = iter(self._embedder.embed([e.search_text for e in need], op="extract"))
+        rows: list[tuple[MemoryEntry, Vector]] = [
+            (d.entry, d.vector if d.vector is not None else next(fresh)) for d in drafts
+        ]
+        self._store.commit_extraction(rows, [b.seq for b in buffered])
+        return tuple(e.id for e, _ in rows)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex

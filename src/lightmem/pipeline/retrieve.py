@@ -1,0 +1,132 @@
+"""Retrieval: dense, full-text (BM25) and hybrid search, hierarchical expansion, budget packing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lightmem.embed.base import Embedder
+from lightmem.pipeline.timeparse import format_date
+from lightmem.store.base import MemoryStore, ScoredId
+from lightmem.text import content_terms, estimate_tokens
+from lightmem.types import Filters, MemoryEntry, RetrievalResult, RetrieveMode, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieveParams:
+    """``candidates``: hits taken from each index before fusion; ``rrf_k``: the reciprocal
+    rank fusion constant; ``topics``: summaries placed first in hierarchical mode."""
+
+    mode: RetrieveMode = "hybrid"
+    limit: int = 10
+    budget_tokens: int | None = None
+    candidates: int = 100
+    rrf_k: int = 60
+    dense_weight: float = 1.0
+    text_weight: float = 1.0
+    topics: int = 2
+    topic_bonus: float = 0.5
+
+
+def format_line(entry: MemoryEntry) -> str:
+    """How one memory appears in prompt context (and what its token cost is measured on)."""
+    date = format_date(entry.timestamp)
+    if entry.kind == "summary":
+        return f"[topic {date}] {entry.text}" if date else f"[topic] {entry.text}"
+    who = f"{entry.speaker}: " if entry.speaker else ""
+    return f"[{date}] {who}{entry.text}" if date else f"{who}{entry.text}"
+
+
+def format_context(results: Sequence[RetrievalResult]) -> str:
+    """Results as prompt context: one line per memory, with source ids for citation.
+
+    Memory text is data: angle brackets are escaped so stored text cannot open or close
+    markup in the prompt around it.
+    """
+    lines = []
+    for r in results:
+        cite = f" (source: {', '.join(r.source_ids)})" if r.source_ids else ""
+        lines.append(_escape(format_line(r.entry)) + cite)
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class Retriever:
+    """Runs one query against a store with the configured indexes."""
+
+    def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
+        self._store = store
+        self._embedder = embedder
+
+    def retrieve(
+        self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
+    ) -> list[RetrievalResult]:
+        if p.mode == "hierarchical":
+            return self._hierarchical(query, scope, filters, p)
+        f = filters if filters.kind is not None else replace(filters, kind="entry")
+        fused = self._fused(query, scope, f, p, p.mode)
+        return self._pack(fused, p)
+
+    def _fused(
+        self, query: str, scope: Scope, f: Filters, p: RetrieveParams, mode: str
+    ) -> list[ScoredId]:
+        lists: list[tuple[float, list[ScoredId]]] = []
+        if mode in ("embedding", "hybrid"):
+            qv = self._embedder.embed([query], op="retrieve")[0]
+            lists.append((p.dense_weight, self._store.vector_search(qv, scope, f, p.candidates)))
+        if mode in ("context", "hybrid"):
+            hits = self._store.text_search(content_terms(query), scope, f, p.candidates)
+            lists.append((p.text_weight, hits))
+        if len(lists) == 1:
+            return lists[0][1]
+        return rrf(lists, p.rrf_k)
+
+    def _hierarchical(
+        self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
+    ) -> list[RetrievalResult]:
+        topics = self._fused(query, scope, replace(filters, kind="summary"), p, "hybrid")
+        top = topics[: p.topics]
+        bonus = {}
+        entries = self._store.get_entries([i for i, _ in top])
+        for rank, (sid, _) in enumerate(top):
+            if sid in entries:
+                bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
+        hits = self._fused(query, scope, replace(filters, kind="entry"), p, "hybrid")
+        if bonus:
+            topic_of = {i: e.topic_id for i, e in self._store.get_entries([i for i, _ in hits]).items()}
+            hits = sorted(
+                ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
+                key=lambda x: -x[1],
+            )
+        return self._pack(top + hits, p)
+
+    def _pack(self, ranked: list[ScoredId], p: RetrieveParams) -> list[RetrievalResult]:
+        if not ranked:
+            return []
+        entries = self._store.get_entries([i for i, _ in ranked])
+        out: list[RetrievalResult] = []
+        used = 0
+        for eid, score in ranked:
+            e = entries.get(eid)
+            if e is None:  # deleted between search and fetch
+                continue
+            cost = estimate_tokens(format_line(e))
+            if p.budget_tokens is not None and used + cost > p.budget_tokens:
+                continue  # a shorter memory further down may still fit
+            used += cost
+            out.append(RetrievalResult(entry=e, score=score, tokens=cost))
+            if len(out) >= p.limit:
+                break
+        return out
+
+
+def rrf(lists: Sequence[tuple[float, Sequence[ScoredId]]], k: int) -> list[ScoredId]:
+    """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the input rankings."""
+    scores: dict[str, float] = {}
+    for weight, hits in lists:
+        for rank, (eid, _) in enumerate(hits):
+            scores[eid] = scores.get(eid, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda x: -x[1])

@@ -1,0 +1,75 @@
+"""Timestamp parsing for the formats conversations arrive in."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_LOCOMO = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
+)
+# LongMemEval style: "2023/05/20 (Sat) 00:44"
+_SLASHED = re.compile(
+    r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{2,9}\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$"
+)
+_DAY_FIRST = ("%d %B %Y", "%d %b %Y", "%d %B, %Y", "%d %b, %Y")
+_MONTH_FIRST = ("%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%b %d %Y")
+
+
+def parse_timestamp(value: object) -> datetime:
+    """Parse a timestamp into an aware UTC datetime; naive inputs are taken as UTC.
+
+    Accepts datetime, epoch seconds, ISO 8601, "1:56 pm on 8 May, 2023" (LoCoMo),
+    "2023/05/20 (Sat) 00:44" (LongMemEval), "8 May 2023" and "May 8, 2023".
+    Raises ValueError with the offending value when nothing matches.
+    """
+    if isinstance(value, datetime):
+        return _utc(value)
+    if isinstance(value, bool):
+        raise ValueError(f"not a timestamp: {value!r}")
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(f"epoch seconds out of range: {value!r}") from exc
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"not a timestamp: {value!r}")
+    text = value.strip()
+    if m := _LOCOMO.match(text):
+        hour, minute, ampm, day, month, year = m.groups()
+        h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
+        base = _strptime_any(f"{day} {month} {year}", _DAY_FIRST)
+        if base is not None and int(minute) < 60 and int(hour) <= 12:
+            return base.replace(hour=h, minute=int(minute))
+    if m := _SLASHED.match(text):
+        y, mo, d, hh, mm = m.groups()
+        try:
+            return datetime(int(y), int(mo), int(d), int(hh or 0), int(mm or 0), tzinfo=UTC)
+        except ValueError as exc:
+            raise ValueError(f"invalid date: {value!r}") from exc
+    try:
+        return _utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        pass
+    parsed = _strptime_any(text, _DAY_FIRST + _MONTH_FIRST)
+    if parsed is not None:
+        return parsed
+    raise ValueError(f"unrecognised timestamp format: {value!r}")
+
+
+def _strptime_any(text: str, formats: tuple[str, ...]) -> datetime | None:
+    for fmt in formats:
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def _utc(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def format_date(dt: datetime | None) -> str:
+    """Compact human date used in prompt context, e.g. "8 May 2023"."""
+    return f"{dt.day} {dt:%b %Y}" if dt else ""

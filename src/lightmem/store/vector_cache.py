@@ -1,0 +1,95 @@
+"""Exact in-memory vector search over a snapshot of the store's vectors.
+
+The cache is derived state: the owning store rebuilds it whenever the database changed
+(its own writes, or another process's commits seen through ``PRAGMA data_version``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.types import Filters, Scope
+
+
+@dataclass(slots=True)
+class VectorRows:
+    """Column arrays for every stored entry, aligned with the rows of ``matrix``."""
+
+    ids: npt.NDArray[np.object_]
+    matrix: npt.NDArray[np.float32]
+    user: npt.NDArray[np.object_]
+    agent: npt.NDArray[np.object_]
+    run: npt.NDArray[np.object_]
+    ts: npt.NDArray[np.float64]
+    speaker: npt.NDArray[np.object_]
+    topic: npt.NDArray[np.object_]
+    kind: npt.NDArray[np.object_]
+
+    @classmethod
+    def build(cls, rows: Sequence[tuple[object, ...]], dim: int) -> VectorRows:
+        """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob)."""
+        n = len(rows)
+        matrix = np.empty((n, dim), dtype=np.float32)
+        for i, r in enumerate(rows):
+            matrix[i] = np.frombuffer(r[8], dtype=np.float32)  # type: ignore[call-overload]
+
+        def col(j: int) -> npt.NDArray[np.object_]:
+            return np.array([r[j] for r in rows], dtype=object)
+
+        ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
+        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7))
+
+    def mask(self, scope: Scope, filters: Filters) -> npt.NDArray[np.bool_] | None:
+        """Rows that pass the scope and filters; None when nothing is filtered."""
+        m: npt.NDArray[np.bool_] | None = None
+
+        def both(new: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+            return new if m is None else m & new
+
+        if scope.user_id:
+            m = both(self.user == scope.user_id)
+        if scope.agent_id:
+            m = both(self.agent == scope.agent_id)
+        if scope.run_id:
+            m = both(self.run == scope.run_id)
+        if filters.time_from is not None:
+            m = both(self.ts >= filters.time_from.timestamp())
+        if filters.time_to is not None:
+            m = both(self.ts <= filters.time_to.timestamp())
+        if filters.speaker is not None:
+            m = both(self.speaker == filters.speaker.lower())
+        if filters.topic_id is not None:
+            m = both(self.topic == filters.topic_id)
+        if filters.kind is not None:
+            m = both(self.kind == filters.kind)
+        return m
+
+    def groups(self) -> npt.NDArray[np.object_]:
+        """Exact scope of each row as one comparable key."""
+        return np.array(
+            [f"{u}\x1f{a}\x1f{r}" for u, a, r in zip(self.user, self.agent, self.run, strict=True)],
+            dtype=object,
+        )
+
+    def search(
+        self, query: npt.NDArray[np.float32], scope: Scope, filters: Filters, k: int
+    ) -> list[tuple[str, float]]:
+        if len(self.ids) == 0 or k <= 0:
+            return []
+        m = self.mask(scope, filters)
+        if m is None:
+            idx = np.arange(len(self.ids))
+            scores = self.matrix @ query
+        else:
+            idx = np.flatnonzero(m)
+            if idx.size == 0:
+                return []
+            scores = self.matrix[idx] @ query
+        k = min(k, scores.shape[0])
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(str(self.ids[idx[i]]), float(scores[i])) for i in top]

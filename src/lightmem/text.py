@@ -1,0 +1,50 @@
+"""Small text utilities shared by the pipeline and the stores (pure functions)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+WORD_RE = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+
+# Function words that carry no retrievable content. Negations are deliberately absent:
+# dropping "not" or "never" would invert a memory's meaning.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself of off on once only or other our ours ourselves out over own same
+    she should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves oh hey hi wow yeah ok okay um uh hmm also
+    really i'm it's that's i've i'll i'd you're you've we're they're
+    """.split()
+)
+
+NEGATIONS: frozenset[str] = frozenset(
+    "no not never nor none nobody nothing nowhere neither cannot can't don't doesn't didn't "
+    "won't wouldn't isn't aren't wasn't weren't haven't hasn't hadn't shouldn't couldn't".split()
+)
+
+TOKENS_PER_WORD = 1.3
+
+
+def words(text: str) -> list[str]:
+    """Word tokens of ``text`` in order, case preserved."""
+    return WORD_RE.findall(text)
+
+
+def content_terms(text: str) -> list[str]:
+    """Lower-cased words of ``text`` without stopwords, in order, duplicates removed."""
+    seen: dict[str, None] = {}
+    for w in words(text.lower()):
+        if w not in STOPWORDS and w not in seen:
+            seen[w] = None
+    return list(seen)
+
+
+def estimate_tokens(text: str) -> int:
+    """Approximate LLM tokens of ``text`` (whitespace words x 1.3, the LoCoMo convention)."""
+    n = len(text.split())
+    return math.ceil(n * TOKENS_PER_WORD) if n else 0

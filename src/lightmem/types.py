@@ -1,0 +1,166 @@
+"""Shared vocabulary: messages, scopes, memory entries and retrieval results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+EntryKind = Literal["entry", "summary"]
+RetrieveMode = Literal["embedding", "context", "hybrid", "hierarchical"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who a memory belongs to. Empty strings mean "not set" (the default scope)."""
+
+    user_id: str = ""
+    agent_id: str = ""
+    run_id: str = ""
+
+    def label(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.as_dict().items() if v]
+        return ",".join(parts) or "default"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": self.run_id}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One normalised conversation turn."""
+
+    id: str
+    role: str
+    content: str
+    timestamp: datetime | None = None
+    time_text: str = ""
+    speaker_id: str = ""
+    speaker_name: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def speaker(self) -> str:
+        return self.speaker_name or self.speaker_id or self.role
+
+    @property
+    def search_text(self) -> str:
+        """What indexes see: the speaker and the full content."""
+        return f"{self.speaker}: {self.content}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """A stored memory: compact ``text`` for prompts, ``original_text`` for search and audit."""
+
+    id: str
+    text: str
+    original_text: str
+    scope: Scope
+    timestamp: datetime | None = None
+    speaker_id: str = ""
+    speaker_name: str = ""
+    topic_id: str = ""
+    source_ids: tuple[str, ...] = ()
+    kind: EntryKind = "entry"
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def speaker(self) -> str:
+        return self.speaker_name or self.speaker_id
+
+    @property
+    def search_text(self) -> str:
+        """What the vector and full-text indexes see (same as :attr:`Message.search_text`)."""
+        return f"{self.speaker}: {self.original_text}" if self.speaker else self.original_text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "text": self.text,
+            "original_text": self.original_text,
+            **self.scope.as_dict(),
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "speaker_id": self.speaker_id,
+            "speaker_name": self.speaker_name,
+            "topic_id": self.topic_id,
+            "source_ids": list(self.source_ids),
+            "version": self.version,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "metadata": dict(self.metadata),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalResult:
+    """One retrieved memory with its fused relevance score (higher is better)."""
+
+    entry: MemoryEntry
+    score: float
+    tokens: int
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def text(self) -> str:
+        return self.entry.text
+
+    @property
+    def timestamp(self) -> datetime | None:
+        return self.entry.timestamp
+
+    @property
+    def speaker(self) -> str:
+        return self.entry.speaker
+
+    @property
+    def source_ids(self) -> tuple[str, ...]:
+        return self.entry.source_ids
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, "tokens": self.tokens, **self.entry.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Validated retrieval filters; every field is optional."""
+
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    speaker: str | None = None
+    topic_id: str | None = None
+    kind: EntryKind | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """One change to an entry, oldest first; ``before``/``after`` are entry snapshots."""
+
+    seq: int
+    entry_id: str
+    op: Literal["add", "update", "delete", "restore"]
+    version: int
+    at: datetime
+    reason: str
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "entry_id": self.entry_id,
+            "op": self.op,
+            "version": self.version,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+            "before": self.before,
+            "after": self.after,
+        }

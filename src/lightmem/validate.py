@@ -1,0 +1,83 @@
+"""Validation of the arguments of public methods (scope, filters, queries, ids)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lightmem.errors import InvalidInputError
+from lightmem.pipeline.timeparse import parse_timestamp
+from lightmem.types import Filters, Scope
+
+MAX_QUERY_CHARS = 100_000
+_FILTER_KEYS = ("time_from", "time_to", "speaker", "topic_id", "kind")
+
+
+def scope(user_id: object, agent_id: object, run_id: object) -> Scope:
+    values = {}
+    for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)):
+        if value is None:
+            values[name] = ""
+        elif not isinstance(value, str) or not value.strip():
+            raise InvalidInputError(f"{name}: expected a non-empty string or None")
+        else:
+            values[name] = value
+    return Scope(**values)
+
+
+def filters(raw: Mapping[str, Any] | None) -> Filters:
+    if raw is None:
+        return Filters()
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError(f"filters: expected a dict, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(_FILTER_KEYS), key=str)
+    if unknown:
+        raise InvalidInputError(
+            f"filters.{unknown[0]}: unknown filter (supported: {', '.join(_FILTER_KEYS)})"
+        )
+    out: dict[str, Any] = {}
+    for key in ("time_from", "time_to"):
+        if raw.get(key) is not None:
+            try:
+                out[key] = parse_timestamp(raw[key])
+            except ValueError as exc:
+                raise InvalidInputError(f"filters.{key}: {exc}") from exc
+    for key in ("speaker", "topic_id"):
+        if raw.get(key) is not None:
+            if not isinstance(raw[key], str) or not raw[key]:
+                raise InvalidInputError(f"filters.{key}: expected a non-empty string")
+            out[key] = raw[key]
+    if raw.get("kind") is not None:
+        if raw["kind"] not in ("entry", "summary"):
+            raise InvalidInputError("filters.kind: must be 'entry' or 'summary'")
+        out["kind"] = raw["kind"]
+    f = Filters(**out)
+    if f.time_from and f.time_to and f.time_from > f.time_to:
+        raise InvalidInputError("filters.time_from: is after filters.time_to")
+    return f
+
+
+def query(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"query: expected a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError("query: must not be empty")
+    if len(value) > MAX_QUERY_CHARS:
+        raise InvalidInputError(f"query: longer than {MAX_QUERY_CHARS} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError("query: not valid Unicode text (lone surrogate)") from exc
+    return value
+
+
+def entry_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("id: expected a non-empty string")
+    return value
+
+
+def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidInputError(f"{name}: expected an integer in [1, {maximum}], got {value!r}")
+    return value
