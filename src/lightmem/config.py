@@ -50,7 +50,9 @@ class _Section:
         if key not in self._raw or self._raw[key] is None:
             return default
         value = self._raw[key]
-        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        if isinstance(value, bool) and bool not in (
+            types if isinstance(types, tuple) else (types,)
+        ):
             raise ConfigError(f"{self._name(key)}: expected {_tname(types)}, got a boolean")
         if not isinstance(value, types):
             raise ConfigError(
@@ -114,7 +116,7 @@ class Settings:
     store_path: str = "lightmem.db"
     pre_compress: bool = True
     compressor: str = "entropy"
-    compress_rate: float = 0.6
+    compress_rate: float = 0.3
     llmlingua_path: str = ""
     llmlingua_device: str = "cpu"
     topic_segment: bool = True
@@ -148,7 +150,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     s["compressor"] = "llmlingua-2" if name == "llmlingua-2" else "entropy"
     pcc = pc.section("configs")
     cc = pcc.section("compress_config")
-    rate = cc.float("rate", 0.6, 0.01, 1.0)
+    rate = cc.float("rate", 0.3, 0.01, 1.0)
     cc.done()
     if s["compressor"] == "entropy":
         ec = pcc.section("entropy_config")
@@ -215,9 +217,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     needs = {"embedding": {"embedding"}, "context": {"context"}}.get(
         strategy, {"embedding", "context"}
     )
-    have = {"hybrid": {"embedding", "context"}}.get(
-        s["index_strategy"], {s["index_strategy"]}
-    )
+    have = {"hybrid": {"embedding", "context"}}.get(s["index_strategy"], {s["index_strategy"]})
     if not needs <= have:
         raise ConfigError(
             f"retrieve_strategy: {strategy!r} needs index_strategy covering "

@@ -326,9 +326,7 @@ class LightMemory:
         if not -1.0 <= float(score_threshold) <= 1.0:
             raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
         scope = validate.scope(user_id, agent_id, run_id)
-        report = run_update(
-            self.store, self.embedder, self.updater, scope, float(score_threshold)
-        )
+        report = run_update(self.store, self.embedder, self.updater, scope, float(score_threshold))
         self._save_usage()
         return report
 

@@ -27,6 +27,15 @@ NEGATIONS: frozenset[str] = frozenset(
     "won't wouldn't isn't aren't wasn't weren't haven't hasn't hadn't shouldn't couldn't".split()
 )
 
+# Quantities are facts even when common words: "half marathon", "three weeks", "first medal".
+QUANTITIES: frozenset[str] = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty "
+    "ninety hundred thousand million billion first second third fourth fifth last half quarter "
+    "double twice once dozen hour hours minute minutes week weeks month months year years day "
+    "days yesterday today tomorrow".split()
+)
+
 TOKENS_PER_WORD = 1.3
 
 

@@ -118,7 +118,10 @@ def run(
                     )
             if progress:
                 progress(f"{sid}: {len(questions)} questions so far")
-    return {"summary": summarize(questions, ingest_s, turns, latencies, budget_tokens), "questions": questions}
+    return {
+        "summary": summarize(questions, ingest_s, turns, latencies, budget_tokens),
+        "questions": questions,
+    }
 
 
 def summarize(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from lightmem.errors import BackendError, ConfigError
-from lightmem.text import WORD_RE, NEGATIONS, STOPWORDS
+from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE
 
 
 @runtime_checkable
@@ -33,15 +33,18 @@ class EntropyCompressor:
 
     Surprisal comes from the word-frequency model shipped in ``wordfreq`` (-log10 of the
     word's frequency in a large English corpus), so it loads offline in milliseconds.
-    Numbers, capitalised words (names, places) and negations are always kept: they carry
-    the facts a question asks about, and dropping a negation would invert a memory.
+    Numbers and quantity words, capitalised words (names, places) and negations are always
+    kept: they carry the facts a question asks about, and dropping a negation would invert
+    a memory.
     """
 
     name = "entropy"
 
-    def __init__(self, rate: float = 0.6, *, lang: str = "en") -> None:
+    def __init__(self, rate: float = 0.3, *, lang: str = "en") -> None:
         if not 0 < rate <= 1:
-            raise ConfigError(f"pre_compressor.configs.compress_config.rate: must be in (0, 1], got {rate}")
+            raise ConfigError(
+                f"pre_compressor.configs.compress_config.rate: must be in (0, 1], got {rate}"
+            )
         self.rate = rate
         self._lang = lang
         self._cache: dict[str, float] = {}
@@ -84,9 +87,9 @@ def _sentence_start(text: str, pos: int) -> bool:
 
 
 def _forced(tok: str, sentence_initial: bool) -> bool:
-    """Numbers, negations and names are kept whatever their frequency."""
+    """Numbers, quantities, negations and names are kept whatever their frequency."""
     low = tok.lower()
-    if tok[0].isdigit() or low in NEGATIONS:
+    if tok[0].isdigit() or low in NEGATIONS or low in QUANTITIES:
         return True
     if low in STOPWORDS:
         return False
@@ -102,7 +105,9 @@ class LLMLingua2Compressor:
 
     def __init__(self, model_path: str, *, rate: float = 0.6, device: str = "cpu") -> None:
         if not 0 < rate <= 1:
-            raise ConfigError(f"pre_compressor.configs.compress_config.rate: must be in (0, 1], got {rate}")
+            raise ConfigError(
+                f"pre_compressor.configs.compress_config.rate: must be in (0, 1], got {rate}"
+            )
         if not Path(model_path).expanduser().is_dir():
             raise ConfigError(
                 f"pre_compressor.configs.llmlingua_config.model_name: {model_path!r} is not a "

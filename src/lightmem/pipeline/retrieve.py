@@ -29,24 +29,35 @@ class RetrieveParams:
 
 
 def format_line(entry: MemoryEntry) -> str:
-    """How one memory appears in prompt context (and what its token cost is measured on)."""
-    date = format_date(entry.timestamp)
+    """How one memory appears under its date header in prompt context."""
     if entry.kind == "summary":
-        return f"[topic {date}] {entry.text}" if date else f"[topic] {entry.text}"
+        return f"- (topic) {entry.text}"
     who = f"{entry.speaker}: " if entry.speaker else ""
-    return f"[{date}] {who}{entry.text}" if date else f"{who}{entry.text}"
+    return f"- {who}{entry.text}"
+
+
+def date_header(entry: MemoryEntry) -> str:
+    return f"[{format_date(entry.timestamp) or 'undated'}]"
 
 
 def format_context(results: Sequence[RetrievalResult]) -> str:
-    """Results as prompt context: one line per memory, with source ids for citation.
+    """Results as prompt context, grouped under one header per day in time order, each line
+    citing its source ids. The token budget of :meth:`Retriever.retrieve` is measured on
+    exactly this text (headers included).
 
     Memory text is data: angle brackets are escaped so stored text cannot open or close
     markup in the prompt around it.
     """
+    groups: dict[str, list[RetrievalResult]] = {}
+    for r in sorted(
+        results, key=lambda r: r.entry.timestamp.timestamp() if r.entry.timestamp else float("inf")
+    ):
+        groups.setdefault(date_header(r.entry), []).append(r)
     lines = []
-    for r in results:
-        cite = f" (source: {', '.join(r.source_ids)})" if r.source_ids else ""
-        lines.append(_escape(format_line(r.entry)) + cite)
+    for header, rs in groups.items():
+        lines.append(header)
+        for r in rs:
+            lines.append(_escape(format_line(r.entry)))
     return "\n".join(lines)
 
 
@@ -96,7 +107,9 @@ class Retriever:
                 bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
         hits = self._fused(query, scope, replace(filters, kind="entry"), p, "hybrid")
         if bonus:
-            topic_of = {i: e.topic_id for i, e in self._store.get_entries([i for i, _ in hits]).items()}
+            topic_of = {
+                i: e.topic_id for i, e in self._store.get_entries([i for i, _ in hits]).items()
+            }
             hits = sorted(
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
@@ -108,15 +121,20 @@ class Retriever:
             return []
         entries = self._store.get_entries([i for i, _ in ranked])
         out: list[RetrievalResult] = []
+        headers: set[str] = set()
         used = 0
         for eid, score in ranked:
             e = entries.get(eid)
             if e is None:  # deleted between search and fetch
                 continue
+            header = date_header(e)
             cost = estimate_tokens(format_line(e))
+            if header not in headers:
+                cost += estimate_tokens(header)
             if p.budget_tokens is not None and used + cost > p.budget_tokens:
                 continue  # a shorter memory further down may still fit
             used += cost
+            headers.add(header)
             out.append(RetrievalResult(entry=e, score=score, tokens=cost))
             if len(out) >= p.limit:
                 break

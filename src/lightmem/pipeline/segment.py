@@ -85,9 +85,7 @@ def _apply(n: int, cuts: list[int], forced: set[int], min_turns: int) -> list[li
     return [s for s in segments if s]
 
 
-def _split_long(
-    seg: list[int], sims: npt.NDArray[np.float64], max_turns: int
-) -> list[list[int]]:
+def _split_long(seg: list[int], sims: npt.NDArray[np.float64], max_turns: int) -> list[list[int]]:
     if len(seg) <= max_turns:
         return [seg]
     # Cut at the least similar inner boundary, then recurse on both halves.

@@ -121,7 +121,9 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys = ON")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"store.path: {self.path!r} is not a readable SQLite file ({exc})") from exc
+            raise StoreError(
+                f"store.path: {self.path!r} is not a readable SQLite file ({exc})"
+            ) from exc
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         if tables and (app_id != APP_ID or "meta" not in tables):
             conn.close()
@@ -307,7 +309,9 @@ class SQLiteStore:
 
     def _check_vec(self, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
-            raise StoreError(f"vector of shape {vec.shape} does not match the store ({self._dim}-d)")
+            raise StoreError(
+                f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
+            )
 
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
         where, params = _scope_sql(scope, "")
@@ -671,6 +675,7 @@ def _entry(r: Sequence[Any]) -> MemoryEntry:
 
 def entry_from_dict(d: Mapping[str, Any]) -> MemoryEntry:
     """Rebuild an entry from a :meth:`MemoryEntry.to_dict` snapshot (as kept in history)."""
+
     def dt(v: str | None) -> datetime | None:
         return datetime.fromisoformat(v) if v else None
 

@@ -1,0 +1,1 @@
+"""The ``lightmem`` command line."""

@@ -1,0 +1,195 @@
+"""``lightmem`` command line: demo, add, search, show, history, stats, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from lightmem.errors import InvalidInputError, LightMemError
+from lightmem.memory import LightMemory
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lightmem", description="Light, structured long-term memory for LLM agents."
+    )
+    p.add_argument(
+        "--store",
+        default=os.environ.get("LIGHTMEM_STORE", "lightmem.db"),
+        help="SQLite store file (default: $LIGHTMEM_STORE or ./lightmem.db)",
+    )
+    p.add_argument("--config", help="JSON file in the LightMemory.from_config shape")
+    p.add_argument("--user-id")
+    p.add_argument("--agent-id")
+    p.add_argument("--run-id")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="ingest a shipped conversation offline and query it")
+
+    a = sub.add_parser("add", help="add a conversation from a JSON or JSONL file ('-' = stdin)")
+    a.add_argument("file")
+    a.add_argument("--batch", type=int, default=64, help="messages per add_memory call")
+    a.add_argument("--no-flush", action="store_true", help="leave the tail buffered")
+
+    s = sub.add_parser("search", help="retrieve memories for a query")
+    s.add_argument("query")
+    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--mode", choices=["embedding", "context", "hybrid", "hierarchical"])
+    s.add_argument("--budget-tokens", type=int)
+    s.add_argument("--speaker")
+    s.add_argument("--context", action="store_true", help="print formatted prompt context")
+
+    sh = sub.add_parser("show", help="show one entry with its source turns")
+    sh.add_argument("id")
+
+    h = sub.add_parser("history", help="show the change history of one entry")
+    h.add_argument("id")
+
+    sub.add_parser("stats", help="counts and model usage of the store")
+
+    b = sub.add_parser("bench", help="benchmarks (print JSON)")
+    bsub = b.add_subparsers(dest="bench", required=True)
+    lo = bsub.add_parser("locomo", help="LoCoMo evidence recall within a token budget")
+    lo.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
+    lo.add_argument("--budget-tokens", type=int, default=800)
+    lo.add_argument("--out", help="write the full per-question JSON here")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except LightMemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    cfg: dict[str, Any] = {}
+    if args.config:
+        try:
+            cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
+    if "store" not in cfg and "embedding_retriever" not in cfg:
+        cfg["store"] = {"path": args.store}
+    return cfg
+
+
+def _scope(args: argparse.Namespace) -> dict[str, str | None]:
+    return {"user_id": args.user_id, "agent_id": args.agent_id, "run_id": args.run_id}
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from lightmem.cli import demo
+
+        demo.run(sys.stdout)
+        return 0
+    if args.command == "bench":
+        return _bench(args)
+    with LightMemory.from_config(_config(args)) as mem:
+        if args.command == "add":
+            return _add(mem, args)
+        if args.command == "search":
+            filters = {"speaker": args.speaker} if args.speaker else None
+            kw: dict[str, Any] = {
+                "limit": args.limit,
+                "filters": filters,
+                "mode": args.mode,
+                "budget_tokens": args.budget_tokens,
+                **_scope(args),
+            }
+            if args.context:
+                print(mem.retrieve_context(args.query, **kw))
+            else:
+                for r in mem.retrieve(args.query, **kw):
+                    print(json.dumps(r.to_dict(), ensure_ascii=False))
+            return 0
+        if args.command == "show":
+            entry = mem.get(args.id, **_scope(args))
+            sources = [
+                {"id": m.id, "speaker": m.speaker, "content": m.content, "time": m.time_text}
+                for m in mem.sources(args.id, **_scope(args))
+            ]
+            print(json.dumps({**entry.to_dict(), "sources": sources}, indent=2, ensure_ascii=False))
+            return 0
+        if args.command == "history":
+            for ev in mem.history(args.id, **_scope(args)):
+                print(json.dumps(ev.to_dict(), ensure_ascii=False))
+            return 0
+        if args.command == "stats":
+            print(json.dumps(mem.stats(**_scope(args)), indent=2))
+            return 0
+    raise InvalidInputError(f"command: unknown command {args.command!r}")  # pragma: no cover
+
+
+def _read_messages(path: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"file: cannot read {path}: {exc}") from exc
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith("["):
+            data = json.loads(text)
+        else:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise InvalidInputError(f"file: {path} is not JSON or JSONL: {exc}") from exc
+    if not isinstance(data, list):
+        raise InvalidInputError(f"file: {path} must hold a list of messages")
+    return data
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _add(mem: LightMemory, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    if args.batch < 1:
+        raise InvalidInputError("--batch: must be at least 1")
+    messages = _read_messages(args.file)
+    created = 0
+    with tqdm(total=len(messages), unit="msg", disable=len(messages) < 200, file=sys.stderr) as bar:
+        for batch in _batches(messages, args.batch):
+            created += len(mem.add_memory(batch, **_scope(args)).entries_created)
+            bar.update(len(batch))
+    if not args.no_flush:
+        created += len(mem.flush(**_scope(args)).entries_created)
+    print(json.dumps({"messages": len(messages), "entries_created": created}))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from lightmem.bench import locomo
+
+    cfg = None
+    if args.config:
+        cfg = _config(args)
+        cfg.pop("store", None)
+    result = locomo.run(
+        args.file,
+        budget_tokens=args.budget_tokens,
+        config=cfg,
+        progress=lambda msg: print(msg, file=sys.stderr),
+    )
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    print(json.dumps(result["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
