@@ -14,8 +14,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/lightmem demo
 
 test: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 

@@ -58,33 +58,33 @@ class _Section:
             raise ConfigError(
                 f"{self._name(key)}: expected {_tname(types)}, got {type(value).__name__}"
             )
-        return value  # type: ignore[no-any-return]
+        return value  # type: ignore[return-value]
 
-    def bool(self, key: str, default: bool) -> bool:
+    def get_bool(self, key: str, default: bool) -> bool:
         return self._get(key, default, bool)
 
-    def str(self, key: str, default: str) -> str:
+    def get_str(self, key: str, default: str) -> str:
         return self._get(key, default, str)
 
-    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
-        value = self.str(key, default)
+    def get_choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.get_str(key, default)
         if value not in allowed:
             raise ConfigError(f"{self._name(key)}: {value!r} is not one of {', '.join(allowed)}")
         return value
 
-    def int(self, key: str, default: int, lo: int, hi: int) -> int:
+    def get_int(self, key: str, default: int, lo: int, hi: int) -> int:
         value = self._get(key, default, int)
         if not lo <= value <= hi:
             raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
         return value
 
-    def opt_int(self, key: str, lo: int, hi: int) -> int | None:
+    def get_opt_int(self, key: str, lo: int, hi: int) -> int | None:
         value = self._get(key, None, int)
         if value is not None and not lo <= value <= hi:
             raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
         return value
 
-    def float(self, key: str, default: float, lo: float, hi: float) -> float:
+    def get_float(self, key: str, default: float, lo: float, hi: float) -> float:
         value = float(self._get(key, default, (int, float)))
         if not lo <= value <= hi:
             raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
@@ -144,28 +144,28 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     root = _Section(raw, "")
     s: dict[str, Any] = {}
 
-    s["pre_compress"] = root.bool("pre_compress", True)
+    s["pre_compress"] = root.get_bool("pre_compress", True)
     pc = root.section("pre_compressor")
-    name = pc.choice("model_name", "entropy", ("entropy", "entropy_compress", "llmlingua-2"))
+    name = pc.get_choice("model_name", "entropy", ("entropy", "entropy_compress", "llmlingua-2"))
     s["compressor"] = "llmlingua-2" if name == "llmlingua-2" else "entropy"
     pcc = pc.section("configs")
     cc = pcc.section("compress_config")
-    rate = cc.float("rate", 0.3, 0.01, 1.0)
+    rate = cc.get_float("rate", 0.3, 0.01, 1.0)
     cc.done()
     if s["compressor"] == "entropy":
         ec = pcc.section("entropy_config")
-        rate = ec.float("compress_rate", rate, 0.01, 1.0)
-        ec.choice("model_name", "wordfreq", ("wordfreq",))
+        rate = ec.get_float("compress_rate", rate, 0.01, 1.0)
+        ec.get_choice("model_name", "wordfreq", ("wordfreq",))
         ec.done()
     else:
         lc = pcc.section("llmlingua_config")
-        s["llmlingua_path"] = lc.str("model_name", "")
+        s["llmlingua_path"] = lc.get_str("model_name", "")
         if not s["llmlingua_path"]:
             raise ConfigError(
                 "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
             )
-        s["llmlingua_device"] = lc.str("device_map", "cpu")
-        if not lc.bool("use_llmlingua2", True):
+        s["llmlingua_device"] = lc.get_str("device_map", "cpu")
+        if not lc.get_bool("use_llmlingua2", True):
             raise ConfigError(
                 "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is "
                 "supported"
@@ -175,45 +175,45 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     pcc.done()
     pc.done()
 
-    s["topic_segment"] = root.bool("topic_segment", True)
-    s["precomp_topic_shared"] = root.bool("precomp_topic_shared", False)
+    s["topic_segment"] = root.get_bool("topic_segment", True)
+    s["precomp_topic_shared"] = root.get_bool("precomp_topic_shared", False)
     ts = root.section("topic_segmenter")
-    ts.choice("model_name", "embedding", ("embedding",))
+    ts.get_choice("model_name", "embedding", ("embedding",))
     tc = ts.section("configs")
     s["segmenter"] = SegmenterConfig(
-        window=tc.int("window", 2, 1, 16),
-        sensitivity=tc.float("sensitivity", 0.5, -3.0, 3.0),
-        min_turns=tc.int("min_turns", 2, 1, 1000),
-        max_turns=tc.int("max_turns", 24, 1, 10_000),
-        max_gap_s=tc.float("max_gap_s", 1800.0, 0.0, 1e9),
+        window=tc.get_int("window", 2, 1, 16),
+        sensitivity=tc.get_float("sensitivity", 0.5, -3.0, 3.0),
+        min_turns=tc.get_int("min_turns", 2, 1, 1000),
+        max_turns=tc.get_int("max_turns", 24, 1, 10_000),
+        max_gap_s=tc.get_float("max_gap_s", 1800.0, 0.0, 1e9),
     )
     tc.done()
     ts.done()
 
-    s["messages_use"] = root.choice(
+    s["messages_use"] = root.get_choice(
         "messages_use", "hybrid", ("user_only", "assistant_only", "hybrid")
     )
-    s["text_summary"] = root.bool("text_summary", True)
+    s["text_summary"] = root.get_bool("text_summary", True)
     mm = root.section("memory_manager")
-    s["memory_manager"] = mm.choice("model_name", "offline", ("offline",))
+    s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline",))
     mm.section("configs").done()
     mm.done()
 
-    s["index_strategy"] = root.choice("index_strategy", "hybrid", INDEX_STRATEGIES)
+    s["index_strategy"] = root.get_choice("index_strategy", "hybrid", INDEX_STRATEGIES)
     te = root.section("text_embedder")
-    s["embedder"] = te.choice("model_name", "wordllama", ("wordllama", "huggingface", "openai"))
+    s["embedder"] = te.get_choice("model_name", "wordllama", ("wordllama", "huggingface", "openai"))
     tec = te.section("configs")
-    s["embedder_model"] = tec.str("model", "")
-    s["embedding_dims"] = tec.opt_int("embedding_dims", 1, 65536)
-    s["embedder_api_key"] = tec.str("api_key", "") or None
-    s["embedder_base_url"] = tec.str("openai_base_url", "") or None
+    s["embedder_model"] = tec.get_str("model", "")
+    s["embedding_dims"] = tec.get_opt_int("embedding_dims", 1, 65536)
+    s["embedder_api_key"] = tec.get_str("api_key", "") or None
+    s["embedder_base_url"] = tec.get_str("openai_base_url", "") or None
     mk = tec.section("model_kwargs")
-    s["embedder_device"] = mk.str("device", "cpu")
+    s["embedder_device"] = mk.get_str("device", "cpu")
     mk.done()
     tec.done()
     te.done()
 
-    strategy = root.choice("retrieve_strategy", "hybrid", RETRIEVE_STRATEGIES)
+    strategy = root.get_choice("retrieve_strategy", "hybrid", RETRIEVE_STRATEGIES)
     needs = {"embedding": {"embedding"}, "context": {"context"}}.get(
         strategy, {"embedding", "context"}
     )
@@ -226,29 +226,29 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     rv = root.section("retrieval")
     s["retrieve"] = RetrieveParams(
         mode=strategy,  # type: ignore[arg-type]
-        limit=rv.int("limit", 10, 1, 10_000),
-        budget_tokens=rv.opt_int("budget_tokens", 1, 10_000_000),
-        candidates=rv.int("candidates", 100, 1, 100_000),
-        rrf_k=rv.int("rrf_k", 60, 1, 10_000),
-        dense_weight=rv.float("dense_weight", 1.0, 0.0, 100.0),
-        text_weight=rv.float("text_weight", 1.0, 0.0, 100.0),
-        topics=rv.int("topics", 2, 0, 100),
+        limit=rv.get_int("limit", 10, 1, 10_000),
+        budget_tokens=rv.get_opt_int("budget_tokens", 1, 10_000_000),
+        candidates=rv.get_int("candidates", 100, 1, 100_000),
+        rrf_k=rv.get_int("rrf_k", 60, 1, 10_000),
+        dense_weight=rv.get_float("dense_weight", 1.0, 0.0, 100.0),
+        text_weight=rv.get_float("text_weight", 1.0, 0.0, 100.0),
+        topics=rv.get_int("topics", 2, 0, 100),
     )
     rv.done()
     cr = root.section("context_retriever")
-    cr.choice("model_name", "bm25", ("bm25", "fts5"))
+    cr.get_choice("model_name", "bm25", ("bm25", "fts5"))
     cr.section("configs").done()
     cr.done()
 
     s["store_path"] = _store_path(root)
 
-    s["update"] = root.choice("update", "offline", ("offline", "online"))
-    s["extraction_mode"] = root.choice("extraction_mode", "flat", ("flat",))
+    s["update"] = root.get_choice("update", "offline", ("offline", "online"))
+    s["extraction_mode"] = root.get_choice("extraction_mode", "flat", ("flat",))
     sb = root.section("sensory_buffer")
-    s["sensory_buffer_tokens"] = sb.int("max_tokens", 512, 16, 1_000_000)
+    s["sensory_buffer_tokens"] = sb.get_int("max_tokens", 512, 16, 1_000_000)
     sb.done()
     stm = root.section("short_term_memory")
-    s["short_term_tokens"] = stm.int("max_tokens", 1024, 16, 10_000_000)
+    s["short_term_tokens"] = stm.get_int("max_tokens", 1024, 16, 10_000_000)
     stm.done()
     root.done()
     return Settings(**s)
@@ -256,14 +256,14 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
 
 def _store_path(root: _Section) -> str:
     er = root.section("embedding_retriever")
-    er.choice("model_name", "sqlite", ("sqlite",))
+    er.get_choice("model_name", "sqlite", ("sqlite",))
     erc = er.section("configs")
-    path_a = erc.str("path", "")
+    path_a = erc.get_str("path", "")
     erc.done()
     er.done()
     st = root.section("store")
-    st.choice("provider", "sqlite", ("sqlite",))
-    path_b = st.str("path", "")
+    st.get_choice("provider", "sqlite", ("sqlite",))
+    path_b = st.get_str("path", "")
     st.done()
     if path_a and path_b and path_a != path_b:
         raise ConfigError("store.path: differs from embedding_retriever.configs.path; give one")

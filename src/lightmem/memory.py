@@ -164,9 +164,9 @@ class LightMemory:
         params = self._params(limit, mode, budget_tokens)
         return self._retriever.retrieve(q, scope, validate.filters(filters), params)
 
-    def retrieve_context(self, query: str, **kwargs: Any) -> str:
-        """:meth:`retrieve`, formatted as prompt context with source citations."""
-        return format_context(self.retrieve(query, **kwargs))
+    def retrieve_context(self, query: str, *, cite: bool = False, **kwargs: Any) -> str:
+        """:meth:`retrieve`, formatted as prompt context (``cite``: add source ids)."""
+        return format_context(self.retrieve(query, **kwargs), cite=cite)
 
     format_context = staticmethod(format_context)
 
@@ -203,7 +203,7 @@ class LightMemory:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
         return entry
 
-    def list(
+    def list_entries(
         self,
         filters: Mapping[str, Any] | None = None,
         *,

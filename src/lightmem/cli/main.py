@@ -84,7 +84,7 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
-def _scope(args: argparse.Namespace) -> dict[str, str | None]:
+def _scope(args: argparse.Namespace) -> dict[str, Any]:
     return {"user_id": args.user_id, "agent_id": args.agent_id, "run_id": args.run_id}
 
 

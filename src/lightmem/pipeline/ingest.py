@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from lightmem.types import MemoryEntry, Message, Scope
 class IngestOptions:
     topic_segment: bool = True
     precomp_topic_shared: bool = False
-    segmenter: SegmenterConfig = SegmenterConfig()
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     sensory_buffer_tokens: int = 512
     short_term_tokens: int = 1024
 

@@ -40,10 +40,10 @@ def date_header(entry: MemoryEntry) -> str:
     return f"[{format_date(entry.timestamp) or 'undated'}]"
 
 
-def format_context(results: Sequence[RetrievalResult]) -> str:
-    """Results as prompt context, grouped under one header per day in time order, each line
-    citing its source ids. The token budget of :meth:`Retriever.retrieve` is measured on
-    exactly this text (headers included).
+def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) -> str:
+    """Results as prompt context, grouped under one header per day in time order. The token
+    budget of :meth:`Retriever.retrieve` is measured on exactly this text (headers included);
+    ``cite=True`` appends each line's source ids, which costs extra tokens.
 
     Memory text is data: angle brackets are escaped so stored text cannot open or close
     markup in the prompt around it.
@@ -57,7 +57,8 @@ def format_context(results: Sequence[RetrievalResult]) -> str:
     for header, rs in groups.items():
         lines.append(header)
         for r in rs:
-            lines.append(_escape(format_line(r.entry)))
+            cited = f" (source: {', '.join(r.source_ids)})" if cite and r.source_ids else ""
+            lines.append(_escape(format_line(r.entry)) + cited)
     return "\n".join(lines)
 
 

@@ -69,7 +69,7 @@ def build_queue(
             cand = [(int(j), float(sims[r, j])) for j in top[r] if np.isfinite(sims[r, j])]
             cand.sort(key=lambda x: -x[1])
             if cand:
-                queue[ids[i]] = [(ids[j], s) for j, s in cand]
+                queue[ids[int(i)]] = [(ids[j], s) for j, s in cand]
     return queue
 
 

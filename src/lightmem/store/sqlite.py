@@ -258,7 +258,8 @@ class SQLiteStore:
     def buffered_scopes(self) -> list[Scope]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT DISTINCT user_id, agent_id, run_id FROM messages WHERE status != 'extracted'"
+                "SELECT DISTINCT user_id, agent_id, run_id FROM messages "
+                "WHERE status != 'extracted'"
             ).fetchall()
         return [Scope(*r) for r in rows]
 

@@ -1,0 +1,185 @@
+"""Bad input gets a LightMemError subclass naming the field, and nothing stored changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lightmem import (
+    ConfigError,
+    InvalidInputError,
+    LightMemError,
+    LightMemory,
+    NotFoundError,
+    StoreError,
+)
+
+
+@pytest.mark.parametrize(
+    ("messages", "field"),
+    [
+        ({"role": "user"}, "messages[0].content"),
+        ({"content": "   "}, "messages[0].content"),
+        ({"content": 42}, "messages[0].content"),
+        (
+            [{"content": "ok"}, {"content": "x", "timestamp": "next tuesday-ish"}],
+            "messages[1].timestamp",
+        ),
+        ({"content": "x", "speaker_name": 7}, "messages[0].speaker_name"),
+        ({"content": "x", "metadata": {"f": object()}}, "messages[0].metadata"),
+        ({"content": "x", "id": ""}, "messages[0].id"),
+        ([{"content": "a", "id": "1"}, {"content": "b", "id": "1"}], "messages[1].id"),
+        ({"content": "bad \ud800 surrogate"}, "messages[0].content"),
+        ("just a string", "messages"),
+        ([], "messages"),
+        ([["not", "a", "dict"]], "messages[0]"),
+    ],
+)
+def test_bad_messages_name_the_field(filled: LightMemory, messages: Any, field: str) -> None:
+    before = filled.stats()
+    with pytest.raises(InvalidInputError) as err:
+        filled.add_memory(messages)
+    assert field in str(err.value)
+    assert filled.stats()["entries"] == before["entries"]
+    assert filled.stats()["messages"] == before["messages"]
+
+
+def test_duplicate_message_id_in_scope_is_rejected_and_nothing_lost(filled: LightMemory) -> None:
+    before = filled.stats(user_id="maya")
+    with pytest.raises(InvalidInputError, match=r"messages\[1\]\.id"):
+        filled.add_memory(
+            [{"id": "new-1", "content": "x"}, {"id": "s1:1", "content": "y"}], user_id="maya"
+        )
+    after = filled.stats(user_id="maya")
+    assert after["messages"] == before["messages"]  # the whole call rolled back
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": None}, "query"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": True}, "limit"),
+        ({"query": "x", "mode": "magic"}, "mode"),
+        ({"query": "x", "budget_tokens": -5}, "budget_tokens"),
+        ({"query": "x", "filters": {"colour": "red"}}, "filters.colour"),
+        ({"query": "x", "filters": {"time_from": "soonish"}}, "filters.time_from"),
+        (
+            {"query": "x", "filters": {"time_from": "2024-02-01", "time_to": "2024-01-01"}},
+            "filters.time_from",
+        ),
+        ({"query": "x", "filters": {"kind": "everything"}}, "filters.kind"),
+        ({"query": "x", "user_id": ""}, "user_id"),
+        ({"query": "x", "agent_id": 5}, "agent_id"),
+    ],
+)
+def test_bad_retrieve_arguments(filled: LightMemory, kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        filled.retrieve(**kwargs)
+    assert str(err.value).startswith(field)
+
+
+def test_fts_and_sql_metacharacters_are_plain_words(filled: LightMemory) -> None:
+    for q in ['"', "NEAR(a b)", "knee* OR 1=1; DROP TABLE entries;--", "a:b -c ^d", "'); --", "()"]:
+        filled.retrieve(q, mode="context", user_id="maya")
+    assert filled.stats(user_id="maya")["entries"] == 19
+
+
+def test_unknown_entry_ids(filled: LightMemory) -> None:
+    for call in (filled.get, filled.delete, filled.history, filled.restore):
+        with pytest.raises(NotFoundError, match="id"):
+            call("nope")
+    with pytest.raises(InvalidInputError, match="id"):
+        filled.get("")
+    with pytest.raises(InvalidInputError, match="text"):
+        filled.update(filled.list_entries(limit=1)[0].id, "  ")
+
+
+def test_bad_update_parameters(filled: LightMemory) -> None:
+    with pytest.raises(InvalidInputError, match="top_k"):
+        filled.construct_update_queue_all_entries(top_k=0)
+    with pytest.raises(InvalidInputError, match="score_threshold"):
+        filled.offline_update_all_entries(score_threshold=2)
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"nonsense": 1}, "nonsense"),
+        ({"pre_compress": "yes"}, "pre_compress"),
+        ({"pre_compressor": {"model_name": "gzip"}}, "pre_compressor.model_name"),
+        ({"pre_compressor": {"configs": {"compress_config": {"rate": 3}}}}, "rate"),
+        ({"pre_compressor": {"model_name": "llmlingua-2"}}, "llmlingua_config.model_name"),
+        ({"retrieve_strategy": "telepathy"}, "retrieve_strategy"),
+        ({"index_strategy": "embedding", "retrieve_strategy": "hybrid"}, "retrieve_strategy"),
+        ({"text_embedder": {"model_name": "huggingface"}}, "text_embedder.configs.model"),
+        ({"text_embedder": {"configs": {"embedding_dims": 300}}}, "embedding_dims"),
+        ({"embedding_retriever": {"model_name": "qdrant"}}, "embedding_retriever.model_name"),
+        ({"memory_manager": {"model_name": "openai"}}, "memory_manager.model_name"),
+        ({"topic_segmenter": {"configs": {"window": 0}}}, "topic_segmenter.configs.window"),
+        ({"sensory_buffer": {"max_tokens": 1, "x": 2}}, "sensory_buffer"),
+        ("not a dict", ""),
+    ],
+)
+def test_bad_config_is_rejected(config: Any, field: str, tmp_path: Path) -> None:
+    cfg = (
+        {**config, "store": {"path": str(tmp_path / "x.db")}}
+        if isinstance(config, dict)
+        else config
+    )
+    with pytest.raises(ConfigError) as err:
+        LightMemory.from_config(cfg)
+    assert field in str(err.value)
+
+
+def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE invoices (n INTEGER)")
+    con.execute("INSERT INTO invoices VALUES (7)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="another application"):
+        LightMemory.from_config({"store": {"path": str(path)}})
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT n FROM invoices").fetchall() == [(7,)]
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["invoices"]
+
+
+def test_unreadable_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database at all" * 200)
+    with pytest.raises(StoreError, match=r"store\.path"):
+        LightMemory.from_config({"store": {"path": str(path)}})
+    assert path.read_bytes().startswith(b"this is not")
+
+
+def test_newer_schema_is_refused(store_path: Path) -> None:
+    LightMemory.from_config({"store": {"path": str(store_path)}}).close()
+    con = sqlite3.connect(store_path)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        LightMemory.from_config({"store": {"path": str(store_path)}})
+
+
+def test_other_embedder_cannot_search_a_store(store_path: Path) -> None:
+    LightMemory.from_config({"store": {"path": str(store_path)}}).close()
+    with pytest.raises(StoreError, match="text_embedder"):
+        LightMemory.from_config(
+            {
+                "store": {"path": str(store_path)},
+                "text_embedder": {"configs": {"embedding_dims": 128}},
+            }
+        )
+
+
+def test_every_error_is_a_lightmem_error() -> None:
+    for cls in (ConfigError, InvalidInputError, NotFoundError, StoreError):
+        assert issubclass(cls, LightMemError)

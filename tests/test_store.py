@@ -1,0 +1,121 @@
+"""The SQLite store: transactions, history, search indexes, and a model-based property test."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightmem import SQLiteStore
+from lightmem.store.sqlite import APP_ID
+from lightmem.types import Filters, MemoryEntry, Scope
+
+DIM = 8
+
+
+def _entry(i: int, text: str, scope: Scope | None = None) -> MemoryEntry:
+    now = datetime.now(UTC)
+    return MemoryEntry(
+        id=f"e{i}",
+        text=text,
+        original_text=text,
+        scope=scope or Scope(),
+        timestamp=now,
+        speaker_name="Ann",
+        source_ids=(f"m{i}",),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_new_store_is_marked_and_sound(mem_store: SQLiteStore) -> None:
+    mem_store.bind_embedder("test", DIM)
+    mem_store.commit_extraction([(_entry(1, "alpha beta"), _vec(1))], [])
+    assert mem_store._conn.execute("PRAGMA application_id").fetchone()[0] == APP_ID
+    assert mem_store.integrity_check() == []
+
+
+def test_vector_and_text_search(mem_store: SQLiteStore) -> None:
+    mem_store.bind_embedder("test", DIM)
+    rows = [(_entry(i, f"word{i} common"), _vec(i)) for i in range(20)]
+    mem_store.commit_extraction(rows, [])
+    hits = mem_store.vector_search(_vec(7), Scope(), Filters(), 3)
+    assert hits[0][0] == "e7" and abs(hits[0][1] - 1.0) < 1e-5
+    assert mem_store.text_search(["word12"], Scope(), Filters(), 5)[0][0] == "e12"
+    assert mem_store.text_search(["absent"], Scope(), Filters(), 5) == []
+
+
+def test_failed_transaction_leaves_nothing(mem_store: SQLiteStore) -> None:
+    mem_store.bind_embedder("test", DIM)
+    bad = np.zeros(DIM + 1, dtype=np.float32)
+    with contextlib.suppress(Exception):
+        mem_store.commit_extraction([(_entry(1, "ok"), _vec(1)), (_entry(2, "bad"), bad)], [])
+    assert mem_store.counts(Scope())["entries"] == 0
+    assert mem_store.integrity_check() == []
+
+
+def test_search_sees_another_connections_writes(tmp_path: object) -> None:
+    path = str(tmp_path) + "/shared.db"  # type: ignore[operator]
+    a, b = SQLiteStore(path), SQLiteStore(path)
+    a.bind_embedder("test", DIM)
+    b.bind_embedder("test", DIM)
+    assert b.vector_search(_vec(1), Scope(), Filters(), 1) == []
+    a.commit_extraction([(_entry(1, "x"), _vec(1))], [])
+    assert b.vector_search(_vec(1), Scope(), Filters(), 1)[0][0] == "e1"
+    a.close()
+    b.close()
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "update", "delete", "restore"]),
+        st.integers(0, 5),
+        st.text(min_size=1, max_size=30),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops)
+def test_random_operations_match_a_dict_model(sequence: list[tuple[str, int, str]]) -> None:
+    store = SQLiteStore(":memory:")
+    store.bind_embedder("test", DIM)
+    model: dict[str, str] = {}
+    last: dict[str, str] = {}
+    scope = Scope()
+    for op, i, text in sequence:
+        eid = f"e{i}"
+        if op == "add" and eid not in model and eid not in last:
+            store.commit_extraction([(_entry(i, text), _vec(i))], [])
+            model[eid] = last[eid] = text
+        elif op == "update" and eid in model:
+            cur = store.get_entry(eid, scope)
+            assert cur is not None
+            from dataclasses import replace
+
+            store.update_entry(replace(cur, text=text, original_text=text), _vec(i + 100), "t")
+            model[eid] = last[eid] = text
+        elif op == "delete" and eid in model:
+            store.delete_entry(eid, scope, "t")
+            del model[eid]
+        elif op == "restore" and eid in last and eid not in model:
+            snap = [h.after for h in store.history(eid, scope) if h.after][-1]
+            from lightmem.store.sqlite import entry_from_dict
+
+            store.restore_entry(entry_from_dict(snap), _vec(i), "t")
+            model[eid] = last[eid]
+    stored = {e.id: e.text for e in store.list_entries(scope, Filters(), 1000, 0)}
+    assert stored == model
+    assert store.integrity_check() == []
+    ids, matrix, _ = store.vectors(scope, Filters())
+    assert sorted(ids) == sorted(model) and matrix.shape == (len(model), DIM)
+    store.close()
