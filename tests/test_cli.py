@@ -38,7 +38,9 @@ def test_add_search_show_history_stats(tmp_path: Path) -> None:
     out = run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"messages": 19, "entries_created": 24}
-    out = run("--store", store, "--user-id", "maya", "search", "vegetarian food", "--limit", "2")
+    out = run(
+        "--store", store, "--user-id", "maya", "search", "vegetarian food", "--speaker", "Maya"
+    )
     hits = [json.loads(line) for line in out.stdout.splitlines()]
     assert hits[0]["source_ids"] == ["s1:6"]
     shown = json.loads(run("--store", store, "show", hits[0]["id"]).stdout)

@@ -110,8 +110,9 @@ def test_get_update_delete_history_restore(filled: LightMemory) -> None:
 
 
 def test_sources_return_original_turns(filled: LightMemory) -> None:
-    entry = filled.retrieve("vegetarian", limit=1, user_id="maya")[0].entry
+    entry = filled.retrieve("vegetarian", limit=1, filters={"speaker": "Maya"}, user_id="maya")[0]
     (msg,) = filled.sources(entry.id, user_id="maya")
+    assert entry.source_ids == ("s1:6",)
     assert msg.id == "s1:6" and "vegetarian" in msg.content
 
 
@@ -160,7 +161,7 @@ def test_persists_across_processes(store_path: Path, conversation: Any) -> None:
     code = (
         "import sys, json; from lightmem import LightMemory\n"
         "m = LightMemory.from_config({'store': {'path': sys.argv[1]}})\n"
-        "r = m.retrieve('half marathon time', limit=1)[0]\n"
+        "r = m.retrieve('finish time', limit=1, filters={'speaker': 'Maya'})[0]\n"
         "m.add_memory({'id': 'new', 'content': 'Maya bought a road bike.'}, force_extract=True)\n"
         "print(json.dumps([r.source_ids[0], m.stats()['entries']]))\n"
     )
@@ -171,3 +172,26 @@ def test_persists_across_processes(store_path: Path, conversation: Any) -> None:
     with LightMemory.from_config({"store": {"path": str(store_path)}}) as m:
         assert m.stats()["entries"] == before + 1
         assert m.retrieve("road bike", limit=1)[0].source_ids == ("new",)
+
+
+@pytest.mark.parametrize(("window", "found"), [(1, True), (0, False)])
+def test_context_window_finds_answers_by_their_question(
+    store_path: Path, window: int, found: bool
+) -> None:
+    cfg = {
+        "store": {"path": str(store_path)},
+        "memory_manager": {"configs": {"context_window": window}},
+    }
+    with LightMemory.from_config(cfg) as m:
+        m.add_memory(
+            [
+                {"id": "q", "speaker_name": "Ann", "content": "What did you paint last week?"},
+                {"id": "a", "speaker_name": "Bo", "content": "A sunrise over the lake."},
+                {"id": "x", "speaker_name": "Ann", "content": "Lovely. I adopted a dog."},
+            ],
+            force_extract=True,
+        )
+        hits = m.retrieve("paint", mode="context", filters={"speaker": "Bo"})
+        assert (bool(hits) and hits[0].source_ids == ("a",)) is found
+        if found:  # the context is for search only: the entry shows its own turn
+            assert "paint" not in hits[0].text and hits[0].entry.context

@@ -125,6 +125,7 @@ class Settings:
     messages_use: str = "hybrid"
     text_summary: bool = True
     memory_manager: str = "offline"
+    context_window: int = 1
     index_strategy: str = "hybrid"
     embedder: str = "wordllama"
     embedder_model: str = ""
@@ -196,7 +197,9 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     s["text_summary"] = root.get_bool("text_summary", True)
     mm = root.section("memory_manager")
     s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline",))
-    mm.section("configs").done()
+    mmc = mm.section("configs")
+    s["context_window"] = mmc.get_int("context_window", 1, 0, 16)
+    mmc.done()
     mm.done()
 
     s["index_strategy"] = root.get_choice("index_strategy", "hybrid", INDEX_STRATEGIES)

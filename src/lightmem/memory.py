@@ -67,7 +67,10 @@ class LightMemory:
             else EntropyCompressor(s.compress_rate)
         )
         self.memory_manager = memory_manager or OfflineMemoryManager(
-            scorer, compressed_text=s.text_summary, roles=_ROLES.get(s.messages_use)
+            scorer,
+            compressed_text=s.text_summary,
+            roles=_ROLES.get(s.messages_use),
+            context_window=s.context_window,
         )
         self.updater = updater or OfflineUpdater()
         store.bind_embedder(embedder.name, embedder.dim)

@@ -52,7 +52,8 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class MemoryEntry:
-    """A stored memory: compact ``text`` for prompts, ``original_text`` for search and audit."""
+    """A stored memory: compact ``text`` for prompts, ``original_text`` for search and audit,
+    and ``context`` (e.g. the neighbouring turns) that helps find it but is not its content."""
 
     id: str
     text: str
@@ -64,6 +65,7 @@ class MemoryEntry:
     topic_id: str = ""
     source_ids: tuple[str, ...] = ()
     kind: EntryKind = "entry"
+    context: str = ""
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -75,8 +77,9 @@ class MemoryEntry:
 
     @property
     def search_text(self) -> str:
-        """What the vector and full-text indexes see (same as :attr:`Message.search_text`)."""
-        return f"{self.speaker}: {self.original_text}" if self.speaker else self.original_text
+        """What the vector and full-text indexes see: the content, then its context."""
+        own = f"{self.speaker}: {self.original_text}" if self.speaker else self.original_text
+        return f"{own}\n{self.context}" if self.context else own
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +93,7 @@ class MemoryEntry:
             "speaker_name": self.speaker_name,
             "topic_id": self.topic_id,
             "source_ids": list(self.source_ids),
+            "context": self.context,
             "version": self.version,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,

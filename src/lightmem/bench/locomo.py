@@ -99,7 +99,9 @@ def run(
                         str(qa["question"]), limit=limit, budget_tokens=budget_tokens
                     )
                     latencies.append(time.perf_counter() - t1)
-                    got = {s for r in results for s in r.source_ids}
+                    # A topic summary lists its whole segment as sources but holds only
+                    # keywords, so only entries count as retrieving a turn's content.
+                    got = {s for r in results if r.entry.kind == "entry" for s in r.source_ids}
                     questions.append(
                         {
                             "sample_id": sid,
@@ -108,7 +110,12 @@ def run(
                             "evidence": sorted(ev),
                             "answer": qa.get("answer"),
                             "retrieved": [
-                                {"text": r.text, "source_ids": list(r.source_ids), "score": r.score}
+                                {
+                                    "text": r.text,
+                                    "kind": r.entry.kind,
+                                    "source_ids": list(r.source_ids),
+                                    "score": r.score,
+                                }
                                 for r in results
                             ],
                             "tokens": sum(r.tokens for r in results),

@@ -51,9 +51,11 @@ class OfflineMemoryManager:
     """Extraction with no generative model.
 
     Each turn becomes one attributed entry: its pre-compressed text for prompts, its full
-    text for search, its speaker, time and source id. Each segment also gets a summary entry
-    (time, speakers, its most informative words) whose vector is the segment centroid, which
-    is what hierarchical retrieval ranks first.
+    text for search, its speaker, time and source id. The ``context_window`` turns on each
+    side (within the topic) are indexed with it as context, so an answer is found by the
+    words of its question ("What did you paint?" -> "A sunrise.") and vice versa. Each
+    segment also gets a summary entry (time, speakers, its most informative words) whose
+    vector is the segment centroid, which is what hierarchical retrieval ranks first.
     """
 
     name = "offline"
@@ -65,20 +67,25 @@ class OfflineMemoryManager:
         summary_keywords: int = 12,
         compressed_text: bool = True,
         roles: frozenset[str] | None = None,
+        context_window: int = 1,
     ) -> None:
         self._scorer = keyword_scorer
         self._k = summary_keywords
         self._compressed = compressed_text
         self._roles = roles
+        self._window = context_window
 
     def extract(self, segments: Sequence[Segment], new_id: _IdFactory) -> list[Draft]:
         now = datetime.now(UTC)
         drafts: list[Draft] = []
         for seg in segments:
-            for bm, vec in zip(seg.messages, seg.vectors, strict=True):
+            msgs = [bm.message for bm in seg.messages]
+            for i, (bm, vec) in enumerate(zip(seg.messages, seg.vectors, strict=True)):
                 m = bm.message
                 if self._roles is not None and m.role not in self._roles:
                     continue
+                lo, hi = max(0, i - self._window), min(len(msgs), i + self._window + 1)
+                context = "\n".join(n.content for n in msgs[lo:hi] if n is not m)
                 drafts.append(
                     Draft(
                         MemoryEntry(
@@ -91,11 +98,12 @@ class OfflineMemoryManager:
                             speaker_name=m.speaker_name,
                             topic_id=seg.topic_id,
                             source_ids=(m.id,),
+                            context=context,
                             created_at=now,
                             updated_at=now,
                             metadata={"role": m.role, **dict(m.metadata)},
                         ),
-                        vec,
+                        None if context else vec,
                     )
                 )
             drafts.append(self._summary(seg, new_id(), now))

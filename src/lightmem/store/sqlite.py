@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS entries (
     speaker_id TEXT NOT NULL, speaker_name TEXT NOT NULL, speaker_key TEXT NOT NULL,
     topic_id TEXT NOT NULL,
     source_ids TEXT NOT NULL,
+    context TEXT NOT NULL,
     version INTEGER NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL,
     metadata TEXT NOT NULL
@@ -85,7 +86,7 @@ CREATE TABLE IF NOT EXISTS usage (
 
 _ENTRY_COLS = (
     "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
-    "topic_id, source_ids, version, created_at, updated_at, metadata"
+    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
 )
 
 
@@ -301,7 +302,7 @@ class SQLiteStore:
         self._check_vec(vec)
         cur = c.execute(
             f"INSERT INTO entries ({_ENTRY_COLS}, speaker_key) VALUES "
-            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*_entry_row(e), e.speaker.lower()),
         )
         rid = cur.lastrowid
@@ -648,6 +649,7 @@ def _entry_row(e: MemoryEntry) -> tuple[Any, ...]:
         e.speaker_name,
         e.topic_id,
         json.dumps(list(e.source_ids)),
+        e.context,
         e.version,
         (e.created_at or datetime.now(UTC)).timestamp(),
         (e.updated_at or datetime.now(UTC)).timestamp(),
@@ -667,10 +669,11 @@ def _entry(r: Sequence[Any]) -> MemoryEntry:
         speaker_name=r[9],
         topic_id=r[10],
         source_ids=tuple(json.loads(r[11])),
-        version=r[12],
-        created_at=_ts(r[13]),
-        updated_at=_ts(r[14]),
-        metadata=json.loads(r[15]),
+        context=r[12],
+        version=r[13],
+        created_at=_ts(r[14]),
+        updated_at=_ts(r[15]),
+        metadata=json.loads(r[16]),
     )
 
 
@@ -691,6 +694,7 @@ def entry_from_dict(d: Mapping[str, Any]) -> MemoryEntry:
         speaker_name=d["speaker_name"],
         topic_id=d["topic_id"],
         source_ids=tuple(d["source_ids"]),
+        context=d.get("context", ""),
         version=d["version"],
         created_at=dt(d["created_at"]),
         updated_at=dt(d["updated_at"]),

@@ -1,0 +1,5 @@
+"""Public test doubles: use them to test your own agent code against lightmem offline."""
+
+from lightmem.testing.stub_server import OpenAIStubServer
+
+__all__ = ["OpenAIStubServer"]

@@ -1,0 +1,75 @@
+"""Embedders: the offline default, and the OpenAI-compatible client over real HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lightmem import (
+    BackendError,
+    ConfigError,
+    InvalidInputError,
+    LightMemory,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    WordLlamaEmbedder,
+)
+from lightmem.testing import OpenAIStubServer
+
+
+def test_wordllama_is_normalised_and_accounted(embedder: WordLlamaEmbedder) -> None:
+    before = sum(r.calls for r in embedder.ledger.totals())
+    v = embedder.embed(["a cat on a mat", "a kitten on a rug", "stock market crash"], op="t")
+    assert v.shape == (3, 256) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2]
+    assert sum(r.calls for r in embedder.ledger.totals()) == before + 1
+    with pytest.raises(InvalidInputError, match="texts"):
+        embedder.embed("not a list")
+
+
+def test_openai_embedder_over_http() -> None:
+    with OpenAIStubServer(embedding_dim=32) as stub:
+        emb = OpenAIEmbedder("stub-embed", 32, base_url=stub.base_url, api_key="k", batch_size=2)
+        v = emb.embed(["alpha beta", "alpha gamma", "delta"])
+        assert v.shape == (3, 32)
+        assert stub.counters.requests["/v1/embeddings"] == 2  # batched by 2
+        (rec,) = emb.ledger.totals()
+        assert (rec.calls, rec.items) == (1, 3)
+
+
+def test_openai_embedder_retries_then_reports(tmp_path: Path) -> None:
+    with OpenAIStubServer(embedding_dim=16) as stub:
+        emb = OpenAIEmbedder("m", 16, base_url=stub.base_url, api_key="k", max_retries=2)
+        stub.fail_next(503, times=1)
+        assert emb.embed(["x"]).shape == (1, 16)  # retried transparently
+        stub.fail_next(500, times=5)
+        with pytest.raises(BackendError, match="embedding endpoint failed"):
+            emb.embed(["y"])
+        assert [r.errors for r in emb.ledger.totals()] == [1]
+
+
+def test_openai_embedder_from_config(tmp_path: Path) -> None:
+    with OpenAIStubServer(embedding_dim=24) as stub:
+        cfg = {
+            "store": {"path": str(tmp_path / "o.db")},
+            "text_embedder": {
+                "model_name": "openai",
+                "configs": {
+                    "model": "stub",
+                    "embedding_dims": 24,
+                    "openai_base_url": stub.base_url,
+                    "api_key": "k",
+                },
+            },
+        }
+        with LightMemory.from_config(cfg) as mem:
+            mem.add_memory({"content": "Pixel the cat likes tuna"}, force_extract=True)
+            assert mem.retrieve("cat tuna", mode="embedding")[0].text
+
+
+def test_local_model_embedder_refuses_hub_names() -> None:
+    with pytest.raises(ConfigError, match="not a local folder"):
+        SentenceTransformerEmbedder("sentence-transformers/all-MiniLM-L6-v2")
