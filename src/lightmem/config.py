@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError
 from lightmem.ledger import Ledger
+from lightmem.llm.base import LLMClient
 from lightmem.pipeline.compress import (
     Compressor,
     EntropyCompressor,
@@ -110,6 +111,22 @@ def _tname(types: type | tuple[type, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class LLMSettings:
+    """The OpenAI-compatible endpoint behind ``memory_manager: {model_name: openai}``."""
+
+    model: str = ""
+    api_key: str | None = None
+    base_url: str | None = None
+    max_tokens: int | None = None
+    timeout_s: float = 60.0
+    max_attempts: int = 4
+    json_repairs: int = 2
+    json_mode: bool = True
+    batch_tokens: int = 2048
+    update_pairs_per_call: int = 20
+
+
+@dataclass(frozen=True)
 class Settings:
     """The validated configuration, as plain values."""
 
@@ -126,6 +143,7 @@ class Settings:
     text_summary: bool = True
     memory_manager: str = "offline"
     context_window: int = 1
+    llm: LLMSettings | None = None
     index_strategy: str = "hybrid"
     embedder: str = "wordllama"
     embedder_model: str = ""
@@ -196,9 +214,23 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     )
     s["text_summary"] = root.get_bool("text_summary", True)
     mm = root.section("memory_manager")
-    s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline",))
+    s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline", "openai"))
     mmc = mm.section("configs")
-    s["context_window"] = mmc.get_int("context_window", 1, 0, 16)
+    if s["memory_manager"] == "offline":
+        s["context_window"] = mmc.get_int("context_window", 1, 0, 16)
+    else:
+        s["llm"] = LLMSettings(
+            model=mmc.get_str("model", ""),
+            api_key=mmc.get_str("api_key", "") or None,
+            base_url=mmc.get_str("openai_base_url", "") or None,
+            max_tokens=mmc.get_opt_int("max_tokens", 1, 1_000_000),
+            timeout_s=mmc.get_float("timeout_s", 60.0, 0.1, 3600.0),
+            max_attempts=mmc.get_int("max_attempts", 4, 1, 20),
+            json_repairs=mmc.get_int("json_repairs", 2, 0, 10),
+            json_mode=mmc.get_bool("json_mode", True),
+            batch_tokens=mmc.get_int("batch_tokens", 2048, 64, 1_000_000),
+            update_pairs_per_call=mmc.get_int("update_pairs_per_call", 20, 1, 10_000),
+        )
     mmc.done()
     mm.done()
 
@@ -300,6 +332,24 @@ def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
         base_url=s.embedder_base_url,
         api_key=s.embedder_api_key,
         ledger=ledger,
+    )
+
+
+def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
+    if s.llm is None:
+        return None
+    from lightmem.llm.openai_compat import OpenAIChatClient
+
+    return OpenAIChatClient(
+        s.llm.model or None,
+        base_url=s.llm.base_url,
+        api_key=s.llm.api_key,
+        timeout_s=s.llm.timeout_s,
+        max_tokens=s.llm.max_tokens,
+        json_mode=s.llm.json_mode,
+        ledger=ledger,
+        max_attempts=s.llm.max_attempts,
+        json_repairs=s.llm.json_repairs,
     )
 
 

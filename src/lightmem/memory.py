@@ -12,6 +12,7 @@ from lightmem.config import (
     Settings,
     build_compressor,
     build_embedder,
+    build_llm,
     build_store,
     parse_config,
 )
@@ -20,6 +21,7 @@ from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
 from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
@@ -30,6 +32,7 @@ from lightmem.pipeline.update import (
     build_queue,
     run_update,
 )
+from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.store.base import MemoryStore
 from lightmem.store.sqlite import entry_from_dict
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, RetrievalResult
@@ -96,9 +99,27 @@ class LightMemory:
         ledger = Ledger()
         embedder = build_embedder(settings, ledger)
         compressor = build_compressor(settings)
+        llm = build_llm(settings, ledger)
+        manager: MemoryManager | None = None
+        updater: Updater | None = None
+        if llm is not None and settings.llm is not None:
+            scorer = (
+                compressor
+                if isinstance(compressor, EntropyCompressor)
+                else EntropyCompressor(settings.compress_rate)
+            )
+            manager = LLMMemoryManager(llm, scorer, batch_tokens=settings.llm.batch_tokens)
+            updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:
-            return cls(store, embedder, compressor=compressor, settings=settings)
+            return cls(
+                store,
+                embedder,
+                compressor=compressor,
+                memory_manager=manager,
+                updater=updater,
+                settings=settings,
+            )
         except BaseException:
             store.close()
             raise
@@ -364,7 +385,13 @@ class LightMemory:
         }
 
     def _save_usage(self) -> None:
-        self.store.record_usage(self.ledger.drain())
+        ledgers = {id(self.ledger): self.ledger}
+        for backend in (self.memory_manager, self.updater):
+            client = getattr(backend, "client", None)
+            if client is not None:
+                ledgers.setdefault(id(client.ledger), client.ledger)
+        for ledger in ledgers.values():
+            self.store.record_usage(ledger.drain())
 
     def close(self) -> None:
         self._save_usage()

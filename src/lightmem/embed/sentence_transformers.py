@@ -42,7 +42,10 @@ class SentenceTransformerEmbedder(Embedder):
                 "the huggingface embedder needs: pip install 'lightmem[huggingface]'"
             ) from exc
         self._model: Any = SentenceTransformer(str(path), device=device, local_files_only=True)
-        dim = int(self._model.get_sentence_embedding_dimension())
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        dim = int(get_dim())
         if embedding_dims is not None and embedding_dims != dim:
             raise ConfigError(
                 f"text_embedder.configs.embedding_dims: {embedding_dims} but the model "

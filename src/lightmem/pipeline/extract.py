@@ -40,10 +40,10 @@ class MemoryManager(Protocol):
 
     name: str
 
-    def extract(self, segments: Sequence[Segment], new_id: _IdFactory) -> list[Draft]: ...
+    def extract(self, segments: Sequence[Segment], new_id: IdFactory) -> list[Draft]: ...
 
 
-class _IdFactory(Protocol):
+class IdFactory(Protocol):
     def __call__(self) -> str: ...
 
 
@@ -75,7 +75,7 @@ class OfflineMemoryManager:
         self._roles = roles
         self._window = context_window
 
-    def extract(self, segments: Sequence[Segment], new_id: _IdFactory) -> list[Draft]:
+    def extract(self, segments: Sequence[Segment], new_id: IdFactory) -> list[Draft]:
         now = datetime.now(UTC)
         drafts: list[Draft] = []
         for seg in segments:
@@ -106,36 +106,41 @@ class OfflineMemoryManager:
                         None if context else vec,
                     )
                 )
-            drafts.append(self._summary(seg, new_id(), now))
+            drafts.append(topic_summary(seg, self._scorer, self._k, new_id(), now))
         return drafts
 
-    def _summary(self, seg: Segment, entry_id: str, now: datetime) -> Draft:
-        msgs = [bm.message for bm in seg.messages]
-        speakers = list(dict.fromkeys(m.speaker for m in msgs))
-        counts: Counter[str] = Counter()
-        for m in msgs:
-            counts.update(w.lower() for w in words(m.content) if w.lower() not in STOPWORDS)
-        ranked = sorted(counts, key=lambda w: -(self._scorer.surprisal(w) * (1 + counts[w])))
-        first = next((m.timestamp for m in msgs if m.timestamp), None)
-        text = f"{' & '.join(speakers)} ({format_date(first) or 'undated'}): " + ", ".join(
-            ranked[: self._k]
-        )
-        centroid = seg.vectors.mean(axis=0).astype(np.float32)
-        norm = float(np.linalg.norm(centroid))
-        if norm > 0:
-            centroid /= norm
-        return Draft(
-            MemoryEntry(
-                id=entry_id,
-                kind="summary",
-                text=text,
-                original_text="\n".join(m.search_text for m in msgs),
-                scope=seg.scope,
-                timestamp=first,
-                topic_id=seg.topic_id,
-                source_ids=tuple(m.id for m in msgs),
-                created_at=now,
-                updated_at=now,
-            ),
-            centroid,
-        )
+
+def topic_summary(
+    seg: Segment, scorer: EntropyCompressor, keywords: int, entry_id: str, now: datetime
+) -> Draft:
+    """A model-free summary entry for one topic: time, speakers and its most informative
+    words; its vector is the centroid of the topic's turns."""
+    msgs = [bm.message for bm in seg.messages]
+    speakers = list(dict.fromkeys(m.speaker for m in msgs))
+    counts: Counter[str] = Counter()
+    for m in msgs:
+        counts.update(w.lower() for w in words(m.content) if w.lower() not in STOPWORDS)
+    ranked = sorted(counts, key=lambda w: -(scorer.surprisal(w) * (1 + counts[w])))
+    first = next((m.timestamp for m in msgs if m.timestamp), None)
+    text = f"{' & '.join(speakers)} ({format_date(first) or 'undated'}): " + ", ".join(
+        ranked[:keywords]
+    )
+    centroid = seg.vectors.mean(axis=0).astype(np.float32)
+    norm = float(np.linalg.norm(centroid))
+    if norm > 0:
+        centroid /= norm
+    return Draft(
+        MemoryEntry(
+            id=entry_id,
+            kind="summary",
+            text=text,
+            original_text="\n".join(m.search_text for m in msgs),
+            scope=seg.scope,
+            timestamp=first,
+            topic_id=seg.topic_id,
+            source_ids=tuple(m.id for m in msgs),
+            created_at=now,
+            updated_at=now,
+        ),
+        centroid,
+    )

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
-from lightmem.errors import InvalidInputError
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms
 from lightmem.types import MemoryEntry, Scope
+
+log = logging.getLogger("lightmem.update")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,14 +29,25 @@ class UpdateAction:
     add_source_ids: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateItem:
+    """A newer entry and the earlier entries (with similarity) that may overlap it."""
+
+    newer: MemoryEntry
+    candidates: tuple[tuple[MemoryEntry, float], ...]
+
+
 class Updater(Protocol):
-    """Decides what to do with earlier entries that overlap a newer one."""
+    """Decides what to do with earlier entries that overlap newer ones.
+
+    ``pairs_per_call``: how many (newer, earlier) pairs one :meth:`decide` call takes, so a
+    model-backed updater is called once per batch, not once per pair.
+    """
 
     name: str
+    pairs_per_call: int
 
-    def decide(
-        self, newer: MemoryEntry, candidates: Sequence[tuple[MemoryEntry, float]]
-    ) -> list[UpdateAction]: ...
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
 
 
 def build_queue(
@@ -79,11 +92,15 @@ class OfflineUpdater:
     its source ids move to the newer entry so no citation is lost."""
 
     name = "offline"
+    pairs_per_call = 10_000
 
     def __init__(self, containment: float = 0.8) -> None:
         self.containment = containment
 
-    def decide(
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return [a for item in items for a in self._one(item.newer, item.candidates)]
+
+    def _one(
         self, newer: MemoryEntry, candidates: Sequence[tuple[MemoryEntry, float]]
     ) -> list[UpdateAction]:
         new_terms = set(content_terms(newer.original_text))
@@ -119,17 +136,22 @@ class OfflineUpdater:
 
 @dataclass(frozen=True, slots=True)
 class UpdateReport:
-    """What an offline update pass changed."""
+    """What an offline update pass changed; ``rejected`` counts actions refused because
+    they named an entry outside their batch."""
 
     examined: int
     updated: tuple[str, ...]
     deleted: tuple[str, ...]
+    rejected: int = 0
+    pairs: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
             "examined": self.examined,
+            "pairs": self.pairs,
             "updated": list(self.updated),
             "deleted": list(self.deleted),
+            "rejected": self.rejected,
         }
 
 
@@ -142,44 +164,94 @@ def run_update(
     only: Sequence[str] | None = None,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
-    ``score_threshold``. Actions may only touch the entry or its own candidates."""
+    ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
+    An action may only touch an entry of its own batch; others are refused and counted."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    updated: list[str] = []
-    deleted: set[str] = set()
-    examined = 0
+    state = _UpdateState()
+    batch: list[UpdateItem] = []
+    pairs = 0
     for target_id in reversed(targets):  # newest first: it absorbs its older duplicates
-        if target_id in deleted:
+        item = _item(store, queue[target_id], target_id, score_threshold, state.deleted)
+        if item is None:
             continue
-        cand_ids = [c for c, s in queue[target_id] if s >= score_threshold and c not in deleted]
-        if not cand_ids:
+        batch.append(item)
+        pairs += len(item.candidates)
+        if pairs >= updater.pairs_per_call:
+            _apply(store, embedder, updater, batch, state)
+            batch, pairs = [], 0
+    if batch:
+        _apply(store, embedder, updater, batch, state)
+    return UpdateReport(
+        state.examined,
+        tuple(dict.fromkeys(state.updated)),
+        tuple(sorted(state.deleted)),
+        state.rejected,
+        state.pairs,
+    )
+
+
+@dataclass
+class _UpdateState:
+    examined: int = 0
+    pairs: int = 0
+    rejected: int = 0
+    updated: list[str] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+
+
+def _item(
+    store: MemoryStore,
+    cands: Sequence[ScoredId],
+    target_id: str,
+    threshold: float,
+    deleted: set[str],
+) -> UpdateItem | None:
+    if target_id in deleted:
+        return None
+    cand_ids = [c for c, s in cands if s >= threshold and c not in deleted and c != target_id]
+    if not cand_ids:
+        return None
+    found = store.get_entries([target_id, *cand_ids])
+    newer = found.get(target_id)
+    if newer is None:
+        return None
+    scores = dict(cands)
+    pairs = tuple((found[c], scores[c]) for c in cand_ids if c in found)
+    return UpdateItem(newer, pairs) if pairs else None
+
+
+def _apply(
+    store: MemoryStore,
+    embedder: Embedder,
+    updater: Updater,
+    batch: Sequence[UpdateItem],
+    state: _UpdateState,
+) -> None:
+    state.examined += len(batch)
+    state.pairs += sum(len(item.candidates) for item in batch)
+    current: dict[str, MemoryEntry] = {}
+    for item in batch:
+        current[item.newer.id] = item.newer
+        current.update((e.id, e) for e, _ in item.candidates)
+    for action in updater.decide(batch):
+        entry = current.get(action.target_id)
+        if entry is None:
+            state.rejected += 1
+            log.warning("update action on %r refused: not in its batch", action.target_id)
             continue
-        found = store.get_entries([target_id, *cand_ids])
-        newer = found.get(target_id)
-        if newer is None:
+        if entry.id in state.deleted:
             continue
-        cands = [(found[c], s) for c, s in queue[target_id] if c in found and c != target_id]
-        examined += 1
-        allowed = {target_id, *(e.id for e, _ in cands)}
-        for action in updater.decide(newer, cands):
-            if action.target_id not in allowed:
-                raise InvalidInputError(
-                    f"update action targets {action.target_id!r}, which is not in the batch"
-                )
-            current = found[action.target_id]
-            if action.op == "delete":
-                store.delete_entry(current.id, current.scope, action.reason)
-                deleted.add(current.id)
-            else:
-                text = action.new_text or current.text
-                original = action.new_text or current.original_text
-                new = replace(
-                    current,
-                    text=text,
-                    original_text=original,
-                    source_ids=tuple(dict.fromkeys((*current.source_ids, *action.add_source_ids))),
-                )
-                vec = embedder.embed([new.search_text], op="update")[0]
-                found[current.id] = store.update_entry(new, vec, action.reason)
-                updated.append(current.id)
-    return UpdateReport(examined, tuple(dict.fromkeys(updated)), tuple(sorted(deleted)))
+        if action.op == "delete":
+            store.delete_entry(entry.id, entry.scope, action.reason)
+            state.deleted.add(entry.id)
+            continue
+        new = replace(
+            entry,
+            text=action.new_text or entry.text,
+            original_text=action.new_text or entry.original_text,
+            source_ids=tuple(dict.fromkeys((*entry.source_ids, *action.add_source_ids))),
+        )
+        vec = embedder.embed([new.search_text], op="update")[0]
+        current[entry.id] = store.update_entry(new, vec, action.reason)
+        state.updated.append(entry.id)

@@ -1,0 +1,70 @@
+"""Prompt: extract self-contained facts from conversation segments (LightMem, flat mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lightmem.llm.base import ChatMessage, InvalidReply
+from lightmem.pipeline.prompts.fence import DATA_RULE, fence
+
+VERSION = "extract_flat/1"
+
+SYSTEM = f"""You turn conversation turns into long-term memory entries.
+{DATA_RULE}
+Input: a JSON list of turns, each with "id", "speaker", "time" and "text".
+Write every durable fact worth remembering about the speakers: events, plans, preferences,
+relationships, possessions, opinions, dates. Each fact is one self-contained sentence that
+names people (no pronouns) and states absolute dates when the time is known (turn times are
+given). Skip greetings and small talk. Cite the ids of the turns each fact comes from.
+Answer with only a JSON object: {{"facts": [{{"fact": "...", "source_ids": ["..."]}}]}}"""
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    text: str
+    source_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    facts: list[Fact]
+    rejected: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: str
+    speaker: str
+    time: str
+    text: str
+
+
+def build(turns: Sequence[Turn]) -> list[ChatMessage]:
+    payload = [{"id": t.id, "speaker": t.speaker, "time": t.time, "text": t.text} for t in turns]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": fence(payload)},
+    ]
+
+
+def parse(obj: Any, allowed_ids: set[str]) -> Extraction:
+    """Facts citing ids outside the batch are rejected (returned apart), not stored."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("facts"), list):
+        raise InvalidReply('expected an object with a "facts" list')
+    facts: list[Fact] = []
+    rejected: list[dict[str, Any]] = []
+    for i, f in enumerate(obj["facts"]):
+        if not isinstance(f, dict):
+            raise InvalidReply(f"facts[{i}] must be an object")
+        text, ids = f.get("fact"), f.get("source_ids")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidReply(f"facts[{i}].fact must be a non-empty string")
+        if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
+            raise InvalidReply(f"facts[{i}].source_ids must be a non-empty list of turn ids")
+        if not set(ids) <= allowed_ids:
+            rejected.append(f)
+            continue
+        facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids))))
+    return Extraction(facts, rejected)

@@ -1,0 +1,57 @@
+"""Schema-valid scripted answers to lightmem's own prompts, for the stub server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from lightmem.text import content_terms
+
+
+class ScriptedLLM:
+    """A ``chat_handler`` for :class:`OpenAIStubServer`.
+
+    Replies queued with :meth:`queue` are served first, verbatim (malformed JSON, unknown ids,
+    anything a fault test needs). Otherwise it answers lightmem's prompts deterministically:
+    extraction returns one fact per turn citing that turn; update deletes an earlier memory
+    whose words all appear in the newer one and ignores the rest.
+    """
+
+    def __init__(self) -> None:
+        self._queue: list[str] = []
+        self._lock = threading.Lock()
+
+    def queue(self, *replies: str) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def __call__(self, messages: list[dict[str, Any]]) -> str:
+        with self._lock:
+            if self._queue:
+                return self._queue.pop(0)
+        data = _unfence(str(messages[1]["content"]))
+        if data and isinstance(data[0], dict) and "newer" in data[0]:
+            return json.dumps({"actions": [a for item in data for a in _update(item)]})
+        return json.dumps(
+            {
+                "facts": [
+                    {"fact": f"{t['speaker']}: {t['text']}", "source_ids": [t["id"]]} for t in data
+                ]
+            }
+        )
+
+
+def _update(item: dict[str, Any]) -> list[dict[str, str]]:
+    newer = set(content_terms(item["newer"]["text"]))
+    out = []
+    for e in item["earlier"]:
+        terms = set(content_terms(e["text"]))
+        action = "delete" if terms and terms <= newer else "ignore"
+        out.append({"id": e["id"], "action": action})
+    return out
+
+
+def _unfence(text: str) -> Any:
+    body = text.split("<data>", 1)[1].rsplit("</data>", 1)[0]
+    return json.loads(body)
