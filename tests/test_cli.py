@@ -111,3 +111,13 @@ def test_bench_locomo_on_fixture(tmp_path: Path) -> None:
 def test_every_command_is_documented_in_the_readme(command: str) -> None:
     readme = (ROOT / "README.md").read_text()
     assert re.search(rf"lightmem (\S+ )*{command}\b", readme), f"`lightmem {command}` undocumented"
+
+
+def test_bench_cost_on_fixture() -> None:
+    out = run("bench", "cost", str(FIXTURES / "locomo_tiny.json"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    pre, raw = result["pre_compress"], result["no_pre_compress"]
+    assert pre["turns"] == raw["turns"] == 5
+    assert pre["extract_calls"] >= 1
+    assert pre["prompt_tokens"] < raw["prompt_tokens"]  # pre-compression sends less

@@ -30,6 +30,20 @@ def test_wordllama_is_normalised_and_accounted(embedder: WordLlamaEmbedder) -> N
         embedder.embed("not a list")
 
 
+def test_loading_wordllama_leaves_root_logging_alone() -> None:
+    import logging
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from lightmem import WordLlamaEmbedder;"
+        "WordLlamaEmbedder().embed(['x']); r = logging.getLogger();"
+        "print(r.level, len(r.handlers))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == [str(logging.WARNING), "0"]
+
+
 def test_openai_embedder_over_http() -> None:
     with OpenAIStubServer(embedding_dim=32) as stub:
         emb = OpenAIEmbedder("stub-embed", 32, base_url=stub.base_url, api_key="k", batch_size=2)

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     lo.add_argument("--budget-tokens", type=int, default=800)
     lo.add_argument("--out", help="write the full per-question JSON here")
+    co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
+    co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
+    co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
     return p
 
 
@@ -173,8 +176,13 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from lightmem.bench import locomo
+    from lightmem.bench import cost, locomo
 
+    if args.bench == "cost":
+        if args.samples < 1:
+            raise InvalidInputError("--samples: must be at least 1")
+        print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
+        return 0
     cfg = None
     if args.config:
         cfg = _config(args)

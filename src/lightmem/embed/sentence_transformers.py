@@ -42,8 +42,9 @@ class SentenceTransformerEmbedder(Embedder):
                 "the huggingface embedder needs: pip install 'lightmem[huggingface]'"
             ) from exc
         self._model: Any = SentenceTransformer(str(path), device=device, local_files_only=True)
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
         )
         dim = int(get_dim())
         if embedding_dims is not None and embedding_dims != dim:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,19 @@ class WordLlamaEmbedder(Embedder):
 
     def _load(self) -> Any:
         if self._model is None:
+            # wordllama calls logging.basicConfig(level=INFO) on import, which would make the
+            # host application's root logger chatty; undo that side effect.
+            root = logging.getLogger()
+            level, handlers = root.level, list(root.handlers)
             try:
                 import wordllama
                 from wordllama import WordLlama
             except ImportError as exc:  # pragma: no cover - a core dependency
                 raise BackendError("wordllama is not installed: pip install wordllama") from exc
+            finally:
+                root.setLevel(level)
+                for h in [h for h in root.handlers if h not in handlers]:
+                    root.removeHandler(h)
             try:
                 self._model = WordLlama.load(
                     config=self._config,

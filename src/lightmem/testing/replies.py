@@ -30,16 +30,17 @@ class ScriptedLLM:
         with self._lock:
             if self._queue:
                 return self._queue.pop(0)
-        data = _unfence(str(messages[1]["content"]))
-        if data and isinstance(data[0], dict) and "newer" in data[0]:
+        body = _unfence(str(messages[1]["content"]))
+        if body.lstrip().startswith("["):
+            data = json.loads(body)
             return json.dumps({"actions": [a for item in data for a in _update(item)]})
-        return json.dumps(
-            {
-                "facts": [
-                    {"fact": f"{t['speaker']}: {t['text']}", "source_ids": [t["id"]]} for t in data
-                ]
-            }
-        )
+        facts = []
+        for line in body.splitlines():
+            if line.startswith("# ") or " " not in line:
+                continue
+            turn_id, said = line.split(" ", 1)
+            facts.append({"fact": said, "source_ids": [turn_id]})
+        return json.dumps({"facts": facts})
 
 
 def _update(item: dict[str, Any]) -> list[dict[str, str]]:
@@ -52,6 +53,5 @@ def _update(item: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _unfence(text: str) -> Any:
-    body = text.split("<data>", 1)[1].rsplit("</data>", 1)[0]
-    return json.loads(body)
+def _unfence(text: str) -> str:
+    return text.split("<data>", 1)[1].rsplit("</data>", 1)[0].strip()

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence
+from lightmem.pipeline.prompts.fence import DATA_RULE, fence_lines
 
-VERSION = "extract_flat/1"
+VERSION = "extract_flat/2"
 
 SYSTEM = f"""You turn conversation turns into long-term memory entries.
 {DATA_RULE}
-Input: a JSON list of turns, each with "id", "speaker", "time" and "text".
+Input: lines "# <date>" starting each day, then one line per turn: "<id> <speaker>: <text>".
+The text is abbreviated (filler words were removed).
 Write every durable fact worth remembering about the speakers: events, plans, preferences,
 relationships, possessions, opinions, dates. Each fact is one self-contained sentence that
 names people (no pronouns) and states absolute dates when the time is known (turn times are
@@ -42,10 +43,16 @@ class Turn:
 
 
 def build(turns: Sequence[Turn]) -> list[ChatMessage]:
-    payload = [{"id": t.id, "speaker": t.speaker, "time": t.time, "text": t.text} for t in turns]
+    lines: list[str] = []
+    day = None
+    for t in turns:
+        if t.time != day:
+            day = t.time
+            lines.append(f"# {day or 'undated'}")
+        lines.append(f"{t.id} {t.speaker}: {t.text}")
     return [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": fence(payload)},
+        {"role": "user", "content": fence_lines(lines)},
     ]
 
 

@@ -16,3 +16,10 @@ def fence(payload: Any) -> str:
     close the fence or open a tag."""
     body = json.dumps(payload, ensure_ascii=False, indent=None)
     return "<data>\n" + body.replace("<", "\\u003c").replace(">", "\\u003e") + "\n</data>"
+
+
+def fence_lines(lines: list[str]) -> str:
+    """Plain-text lines inside a <data> block: angle brackets escaped and line breaks inside a
+    line flattened, so no text can close the fence or forge a line of its own."""
+    clean = [" ".join(line.split()).replace("<", "&lt;").replace(">", "&gt;") for line in lines]
+    return "<data>\n" + "\n".join(clean) + "\n</data>"
