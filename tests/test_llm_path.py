@@ -217,3 +217,30 @@ def test_update_actions_outside_the_batch_are_refused(
         report = mem.offline_update_all_entries(score_threshold=0.3, user_id="u1")
         assert report.rejected == 1 and report.deleted == ()
         assert mem.get(other.id, user_id="u2").text == other.text
+
+
+def test_structmem_event_mode_binds_facts_to_events(
+    stub: OpenAIStubServer, store_path: Path, conversation: list[dict[str, Any]]
+) -> None:
+    cfg = {**_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(conversation, force_extract=True)
+        stats = mem.stats()
+        assert stats["events"] == 4 and stats["entries"] == 19  # one event per day
+        events = mem.list_entries(filters={"kind": "event"})
+        first, second = events[0], events[1]
+        assert first.metadata["relations"] == [{"type": "follows", "to": second.id}]
+        facts = mem.list_entries(filters={"event_id": first.id})
+        assert {f.source_ids[0] for f in facts} == set(first.source_ids)
+        hits = mem.retrieve("knee hills vegetarian", filters={"kind": "event"}, limit=1)
+        assert hits[0].id == first.id and len(hits[0].related) == 7
+        context = mem.format_context(hits)
+        assert context.count("\n  - ") == 7 and "(event)" in context
+        assert hits[0].tokens >= sum(len(f.text.split()) for f in hits[0].related)
+
+
+def test_event_mode_needs_an_llm(store_path: Path) -> None:
+    from lightmem import ConfigError
+
+    with pytest.raises(ConfigError, match="extraction_mode"):
+        LightMemory.from_config({"store": {"path": str(store_path)}, "extraction_mode": "event"})

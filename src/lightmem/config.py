@@ -278,7 +278,12 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     s["store_path"] = _store_path(root)
 
     s["update"] = root.get_choice("update", "offline", ("offline", "online"))
-    s["extraction_mode"] = root.get_choice("extraction_mode", "flat", ("flat",))
+    s["extraction_mode"] = root.get_choice("extraction_mode", "flat", ("flat", "event"))
+    if s["extraction_mode"] == "event" and s["memory_manager"] == "offline":
+        raise ConfigError(
+            "extraction_mode: 'event' (StructMem) needs an LLM memory_manager "
+            "(model_name 'openai'); the offline manager extracts flat entries"
+        )
     sb = root.section("sensory_buffer")
     s["sensory_buffer_tokens"] = sb.get_int("max_tokens", 512, 16, 1_000_000)
     sb.done()

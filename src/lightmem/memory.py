@@ -108,7 +108,12 @@ class LightMemory:
                 if isinstance(compressor, EntropyCompressor)
                 else EntropyCompressor(settings.compress_rate)
             )
-            manager = LLMMemoryManager(llm, scorer, batch_tokens=settings.llm.batch_tokens)
+            manager = LLMMemoryManager(
+                llm,
+                scorer,
+                batch_tokens=settings.llm.batch_tokens,
+                mode="event" if settings.extraction_mode == "event" else "flat",
+            )
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:
@@ -331,7 +336,7 @@ class LightMemory:
         validate.positive_int("top_k", top_k, 10_000)
         validate.positive_int("keep_top_n", keep_top_n, 10_000)
         scope = validate.scope(user_id, agent_id, run_id)
-        ids, matrix, groups = self.store.vectors(scope, Filters(kind="entry"))
+        ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
         queue = build_queue(ids, matrix, groups, top_k, keep_top_n)
         self.store.save_update_queue(queue)
         return len(queue)
@@ -355,7 +360,7 @@ class LightMemory:
         return report
 
     def _online_update(self, new_ids: Sequence[str], scope: Any) -> None:
-        ids, matrix, groups = self.store.vectors(scope, Filters(kind="entry"))
+        ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
         self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
         run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
 

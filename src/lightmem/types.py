@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-EntryKind = Literal["entry", "summary"]
+EntryKind = Literal["entry", "summary", "event"]
 RetrieveMode = Literal["embedding", "context", "hybrid", "hierarchical"]
 
 
@@ -103,11 +103,15 @@ class MemoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalResult:
-    """One retrieved memory with its fused relevance score (higher is better)."""
+    """One retrieved memory with its fused relevance score (higher is better).
+
+    For an event (StructMem), ``related`` holds the facts bound to it; ``tokens`` counts
+    the event and its facts as they appear in the formatted context."""
 
     entry: MemoryEntry
     score: float
     tokens: int
+    related: tuple[MemoryEntry, ...] = ()
 
     @property
     def id(self) -> str:
@@ -130,7 +134,10 @@ class RetrievalResult:
         return self.entry.source_ids
 
     def to_dict(self) -> dict[str, Any]:
-        return {"score": self.score, "tokens": self.tokens, **self.entry.to_dict()}
+        out = {"score": self.score, "tokens": self.tokens, **self.entry.to_dict()}
+        if self.related:
+            out["related"] = [e.to_dict() for e in self.related]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +148,8 @@ class Filters:
     time_to: datetime | None = None
     speaker: str | None = None
     topic_id: str | None = None
-    kind: EntryKind | None = None
+    kinds: tuple[EntryKind, ...] | None = None
+    event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ from lightmem.pipeline.timeparse import parse_timestamp
 from lightmem.types import Filters, Scope
 
 MAX_QUERY_CHARS = 100_000
-_FILTER_KEYS = ("time_from", "time_to", "speaker", "topic_id", "kind")
+_FILTER_KEYS = ("time_from", "time_to", "speaker", "topic_id", "event_id", "kind")
+_KINDS = ("entry", "summary", "event")
 
 
 def scope(user_id: object, agent_id: object, run_id: object) -> Scope:
@@ -42,15 +43,23 @@ def filters(raw: Mapping[str, Any] | None) -> Filters:
                 out[key] = parse_timestamp(raw[key])
             except ValueError as exc:
                 raise InvalidInputError(f"filters.{key}: {exc}") from exc
-    for key in ("speaker", "topic_id"):
+    for key in ("speaker", "topic_id", "event_id"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
                 raise InvalidInputError(f"filters.{key}: expected a non-empty string")
             out[key] = raw[key]
     if raw.get("kind") is not None:
-        if raw["kind"] not in ("entry", "summary"):
-            raise InvalidInputError("filters.kind: must be 'entry' or 'summary'")
-        out["kind"] = raw["kind"]
+        kind = raw["kind"]
+        kinds = (kind,) if isinstance(kind, str) else kind
+        if (
+            not isinstance(kinds, list | tuple)
+            or not kinds
+            or not all(isinstance(k, str) and k in _KINDS for k in kinds)
+        ):
+            raise InvalidInputError(
+                "filters.kind: must be 'entry', 'summary', 'event' or a list of them"
+            )
+        out["kinds"] = tuple(dict.fromkeys(kinds))
     f = Filters(**out)
     if f.time_from and f.time_to and f.time_from > f.time_to:
         raise InvalidInputError("filters.time_from: is after filters.time_to")

@@ -9,7 +9,14 @@ from lightmem.embed.base import Embedder
 from lightmem.pipeline.timeparse import format_date
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms, estimate_tokens
-from lightmem.types import Filters, MemoryEntry, RetrievalResult, RetrieveMode, Scope
+from lightmem.types import (
+    EntryKind,
+    Filters,
+    MemoryEntry,
+    RetrievalResult,
+    RetrieveMode,
+    Scope,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,8 @@ def format_line(entry: MemoryEntry) -> str:
     """How one memory appears under its date header in prompt context."""
     if entry.kind == "summary":
         return f"- (topic) {entry.text}"
+    if entry.kind == "event":
+        return f"- (event) {entry.text}"
     who = f"{entry.speaker}: " if entry.speaker else ""
     return f"- {who}{entry.text}"
 
@@ -59,11 +68,22 @@ def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) ->
         for r in rs:
             cited = f" (source: {', '.join(r.source_ids)})" if cite and r.source_ids else ""
             lines.append(_escape(format_line(r.entry)) + cited)
+            lines.extend(_escape(related_line(f)) for f in r.related)
     return "\n".join(lines)
+
+
+def related_line(fact: MemoryEntry) -> str:
+    """A fact shown under its event."""
+    return f"  - {fact.text}"
 
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# Searched unless the caller names kinds: facts and events. Topic summaries are reached
+# through hierarchical mode or an explicit kind filter.
+_SEARCHED: tuple[EntryKind, ...] = ("entry", "event")
 
 
 class Retriever:
@@ -78,7 +98,7 @@ class Retriever:
     ) -> list[RetrievalResult]:
         if p.mode == "hierarchical":
             return self._hierarchical(query, scope, filters, p)
-        f = filters if filters.kind is not None else replace(filters, kind="entry")
+        f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         fused = self._fused(query, scope, f, p, p.mode)
         return self._pack(fused, p)
 
@@ -99,14 +119,16 @@ class Retriever:
     def _hierarchical(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
     ) -> list[RetrievalResult]:
-        topics = self._fused(query, scope, replace(filters, kind="summary"), p, "hybrid")
+        topics = self._fused(query, scope, replace(filters, kinds=("summary",)), p, "hybrid")
         top = topics[: p.topics]
         bonus = {}
         entries = self._store.get_entries([i for i, _ in top])
         for rank, (sid, _) in enumerate(top):
             if sid in entries:
                 bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
-        hits = self._fused(query, scope, replace(filters, kind="entry"), p, "hybrid")
+        hits = self._fused(
+            query, scope, replace(filters, kinds=filters.kinds or _SEARCHED), p, "hybrid"
+        )
         if bonus:
             topic_of = {
                 i: e.topic_id for i, e in self._store.get_entries([i for i, _ in hits]).items()
@@ -129,14 +151,19 @@ class Retriever:
             if e is None:  # deleted between search and fetch
                 continue
             header = date_header(e)
-            cost = estimate_tokens(format_line(e))
+            related: tuple[MemoryEntry, ...] = ()
+            if e.kind == "event":
+                related = tuple(self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0))
+            cost = estimate_tokens(format_line(e)) + sum(
+                estimate_tokens(related_line(f)) for f in related
+            )
             if header not in headers:
                 cost += estimate_tokens(header)
             if p.budget_tokens is not None and used + cost > p.budget_tokens:
                 continue  # a shorter memory further down may still fit
             used += cost
             headers.add(header)
-            out.append(RetrievalResult(entry=e, score=score, tokens=cost))
+            out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
             if len(out) >= p.limit:
                 break
         return out

@@ -43,7 +43,7 @@ CREATE INDEX IF NOT EXISTS messages_status ON messages (status, user_id, agent_i
 CREATE TABLE IF NOT EXISTS entries (
     rid INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
-    kind TEXT NOT NULL CHECK (kind IN ('entry', 'summary')),
+    kind TEXT NOT NULL CHECK (kind IN ('entry', 'summary', 'event')),
     user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
     text TEXT NOT NULL, original_text TEXT NOT NULL,
     ts REAL,
@@ -450,7 +450,8 @@ class SQLiteStore:
             if self._cache is None or version != self._cache_version:
                 rows = self._conn.execute(
                     "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
-                    "e.topic_id, e.kind, v.vec FROM entries e JOIN vectors v ON v.rid = e.rid "
+                    "e.topic_id, e.kind, v.vec, json_extract(e.metadata, '$.event_id') "
+                    "FROM entries e JOIN vectors v ON v.rid = e.rid "
                     "ORDER BY e.rid"
                 ).fetchall()
                 dim = self._dim or (len(rows[0][8]) // 4 if rows else 0)
@@ -557,6 +558,7 @@ class SQLiteStore:
         return {
             "entries": int(kinds.get("entry", 0)),
             "summaries": int(kinds.get("summary", 0)),
+            "events": int(kinds.get("event", 0)),
             "messages": int(sum(status.values())),
             "messages_pending": int(status.get("pending", 0)),
             "messages_segmented": int(status.get("segmented", 0)),
@@ -611,9 +613,12 @@ def _filter_sql(scope: Scope, f: Filters, prefix: str) -> tuple[str, list[Any]]:
     if f.topic_id is not None:
         clauses.append(f"{prefix}topic_id = ?")
         params.append(f.topic_id)
-    if f.kind is not None:
-        clauses.append(f"{prefix}kind = ?")
-        params.append(f.kind)
+    if f.kinds is not None:
+        clauses.append(f"{prefix}kind IN ({','.join('?' * len(f.kinds))})")
+        params.extend(f.kinds)
+    if f.event_id is not None:
+        clauses.append(f"json_extract({prefix}metadata, '$.event_id') = ?")
+        params.append(f.event_id)
     return " AND ".join(clauses), params
 
 

@@ -28,10 +28,12 @@ class VectorRows:
     speaker: npt.NDArray[np.object_]
     topic: npt.NDArray[np.object_]
     kind: npt.NDArray[np.object_]
+    event: npt.NDArray[np.object_]
 
     @classmethod
     def build(cls, rows: Sequence[tuple[object, ...]], dim: int) -> VectorRows:
-        """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob)."""
+        """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob,
+        event_id)."""
         n = len(rows)
         matrix = np.empty((n, dim), dtype=np.float32)
         for i, r in enumerate(rows):
@@ -41,7 +43,7 @@ class VectorRows:
             return np.array([r[j] for r in rows], dtype=object)
 
         ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
-        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7))
+        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7), col(9))
 
     def mask(self, scope: Scope, filters: Filters) -> npt.NDArray[np.bool_] | None:
         """Rows that pass the scope and filters; None when nothing is filtered."""
@@ -64,8 +66,10 @@ class VectorRows:
             m = both(self.speaker == filters.speaker.lower())
         if filters.topic_id is not None:
             m = both(self.topic == filters.topic_id)
-        if filters.kind is not None:
-            m = both(self.kind == filters.kind)
+        if filters.kinds is not None:
+            m = both(np.isin(self.kind, np.array(filters.kinds, dtype=object)))
+        if filters.event_id is not None:
+            m = both(self.event == filters.event_id)
         return m
 
     def groups(self) -> npt.NDArray[np.object_]:

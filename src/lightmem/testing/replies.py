@@ -14,8 +14,9 @@ class ScriptedLLM:
 
     Replies queued with :meth:`queue` are served first, verbatim (malformed JSON, unknown ids,
     anything a fault test needs). Otherwise it answers lightmem's prompts deterministically:
-    extraction returns one fact per turn citing that turn; update deletes an earlier memory
-    whose words all appear in the newer one and ignores the rest.
+    flat extraction returns one fact per turn citing that turn; event extraction makes one
+    event per day binding those facts, each following the one before; update deletes an
+    earlier memory whose words all appear in the newer one and ignores the rest.
     """
 
     def __init__(self) -> None:
@@ -34,13 +35,33 @@ class ScriptedLLM:
         if body.lstrip().startswith("["):
             data = json.loads(body)
             return json.dumps({"actions": [a for item in data for a in _update(item)]})
-        facts = []
+        days: list[list[dict[str, Any]]] = []
         for line in body.splitlines():
+            if line.startswith("# ") or not days:
+                days.append([])
             if line.startswith("# ") or " " not in line:
                 continue
             turn_id, said = line.split(" ", 1)
-            facts.append({"fact": said, "source_ids": [turn_id]})
-        return json.dumps({"facts": facts})
+            days[-1].append({"fact": said, "source_ids": [turn_id]})
+        facts = [f for day in days for f in day]
+        if '"events"' not in str(messages[0]["content"]):
+            return json.dumps({"facts": facts})
+        events = [
+            {
+                "id": f"e{i}",
+                "summary": " / ".join(f["fact"] for f in day)[:200],
+                "time": "",
+                "participants": sorted({f["fact"].split(":", 1)[0] for f in day}),
+                "cause": "",
+                "effect": "",
+                "facts": day,
+            }
+            for i, day in enumerate(d for d in days if d)
+        ]
+        relations = [
+            {"from": f"e{i}", "to": f"e{i + 1}", "type": "follows"} for i in range(len(events) - 1)
+        ]
+        return json.dumps({"events": events, "relations": relations})
 
 
 def _update(item: dict[str, Any]) -> list[dict[str, str]]:

@@ -11,10 +11,12 @@ from lightmem.pipeline.prompts.fence import DATA_RULE, fence_lines
 
 VERSION = "extract_flat/2"
 
+SYSTEM_INPUT = """Input: lines "# <date>" starting each day, then one line per turn:
+"<id> <speaker>: <text>". The text is abbreviated (filler words were removed)."""
+
 SYSTEM = f"""You turn conversation turns into long-term memory entries.
 {DATA_RULE}
-Input: lines "# <date>" starting each day, then one line per turn: "<id> <speaker>: <text>".
-The text is abbreviated (filler words were removed).
+{SYSTEM_INPUT}
 Write every durable fact worth remembering about the speakers: events, plans, preferences,
 relationships, possessions, opinions, dates. Each fact is one self-contained sentence that
 names people (no pronouns) and states absolute dates when the time is known (turn times are
@@ -42,7 +44,7 @@ class Turn:
     text: str
 
 
-def build(turns: Sequence[Turn]) -> list[ChatMessage]:
+def build(turns: Sequence[Turn], system: str = SYSTEM) -> list[ChatMessage]:
     lines: list[str] = []
     day = None
     for t in turns:
@@ -51,7 +53,7 @@ def build(turns: Sequence[Turn]) -> list[ChatMessage]:
             lines.append(f"# {day or 'undated'}")
         lines.append(f"{t.id} {t.speaker}: {t.text}")
     return [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": fence_lines(lines)},
     ]
 

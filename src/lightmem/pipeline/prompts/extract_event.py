@@ -1,0 +1,112 @@
+"""Prompt: extract events with their bound facts and cross-event relations (StructMem)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lightmem.llm.base import InvalidReply
+from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, Fact
+from lightmem.pipeline.prompts.fence import DATA_RULE
+
+VERSION = "extract_event/1"
+
+SYSTEM = f"""You turn conversation turns into structured long-term memory.
+{DATA_RULE}
+{SYSTEM_INPUT}
+Group what happened into events. For each event give a one-sentence "summary" naming the
+people, its "time" (absolute, from the turn dates, or ""), "participants", its "cause" and
+"effect" when stated (else ""), and the self-contained "facts" it binds, each citing the ids
+of its turns. Then list "relations" between events ("causes", "follows", "contradicts",
+"updates", "related"). Skip greetings and small talk.
+Answer with only a JSON object:
+{{"events": [{{"id": "e1", "summary": "...", "time": "...", "participants": ["..."],
+"cause": "...", "effect": "...", "facts": [{{"fact": "...", "source_ids": ["..."]}}]}}],
+"relations": [{{"from": "e1", "to": "e2", "type": "causes"}}]}}"""
+
+RELATION_TYPES = ("causes", "follows", "contradicts", "updates", "related")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    key: str
+    summary: str
+    time: str
+    participants: tuple[str, ...]
+    cause: str
+    effect: str
+    facts: tuple[Fact, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EventExtraction:
+    events: list[Event]
+    relations: list[tuple[str, str, str]]
+    rejected: list[dict[str, Any]]
+
+
+def parse(obj: Any, allowed_ids: set[str]) -> EventExtraction:
+    """Facts citing turns outside the batch are rejected; an event left with no fact is
+    dropped with them, and so are relations naming unknown events."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("events"), list):
+        raise InvalidReply('expected an object with an "events" list')
+    events: list[Event] = []
+    rejected: list[dict[str, Any]] = []
+    for i, ev in enumerate(obj["events"]):
+        where = f"events[{i}]"
+        if not isinstance(ev, dict):
+            raise InvalidReply(f"{where} must be an object")
+        summary = _text(ev, "summary", where, required=True)
+        facts_raw = ev.get("facts")
+        if not isinstance(facts_raw, list):
+            raise InvalidReply(f"{where}.facts must be a list")
+        facts: list[Fact] = []
+        for j, f in enumerate(facts_raw):
+            if not isinstance(f, dict):
+                raise InvalidReply(f"{where}.facts[{j}] must be an object")
+            text = _text(f, "fact", f"{where}.facts[{j}]", required=True)
+            ids = f.get("source_ids")
+            if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
+                raise InvalidReply(f"{where}.facts[{j}].source_ids must list turn ids")
+            if not set(ids) <= allowed_ids:
+                rejected.append(f)
+                continue
+            facts.append(Fact(text, tuple(dict.fromkeys(ids))))
+        if not facts:
+            continue
+        participants = ev.get("participants") or []
+        if not isinstance(participants, list) or not all(isinstance(p, str) for p in participants):
+            raise InvalidReply(f"{where}.participants must be a list of names")
+        events.append(
+            Event(
+                key=str(ev.get("id") or f"e{i + 1}"),
+                summary=summary,
+                time=_text(ev, "time", where),
+                participants=tuple(participants),
+                cause=_text(ev, "cause", where),
+                effect=_text(ev, "effect", where),
+                facts=tuple(facts),
+            )
+        )
+    keys = {e.key for e in events}
+    relations = []
+    for k, rel in enumerate(obj.get("relations") or []):
+        if not isinstance(rel, dict):
+            raise InvalidReply(f"relations[{k}] must be an object")
+        src, dst, typ = rel.get("from"), rel.get("to"), rel.get("type")
+        if typ not in RELATION_TYPES:
+            raise InvalidReply(f"relations[{k}].type must be one of {', '.join(RELATION_TYPES)}")
+        if src in keys and dst in keys and src != dst:
+            relations.append((str(src), str(dst), str(typ)))
+    return EventExtraction(events, relations, rejected)
+
+
+def _text(obj: dict[str, Any], key: str, where: str, *, required: bool = False) -> str:
+    value = obj.get(key)
+    if value is None or value == "":
+        if required:
+            raise InvalidReply(f"{where}.{key} must be a non-empty string")
+        return ""
+    if not isinstance(value, str):
+        raise InvalidReply(f"{where}.{key} must be a string")
+    return value.strip()
