@@ -244,3 +244,21 @@ def test_event_mode_needs_an_llm(store_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="extraction_mode"):
         LightMemory.from_config({"store": {"path": str(store_path)}, "extraction_mode": "event"})
+
+
+def test_llm_summaries_historical_see_the_previous_window(
+    stub: OpenAIStubServer, store_path: Path, conversation: list[dict[str, Any]]
+) -> None:
+    with LightMemory.from_config(_config(stub, store_path)) as mem:
+        mem.add_memory(conversation, force_extract=True)
+        report = mem.summarize("30d", retrieval_scope="historical")
+        assert report.windows == 4
+        prompts = [
+            b["messages"][1]["content"]
+            for b in stub.counters.bodies
+            if "messages" in b and '"summary": "..."}' in b["messages"][0]["content"]
+        ]
+        assert len(prompts) == 4
+        assert "PREVIOUS:" not in prompts[0] and all("PREVIOUS:" in p for p in prompts[1:])
+        usage = {(r["kind"], r["op"]): r for r in mem.stats()["usage"]["by_operation"]}
+        assert usage[("llm", "summarize")]["calls"] == 4

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lightmem import LightMemory, NotFoundError
+from lightmem import InvalidInputError, LightMemory, NotFoundError
 
 
 def test_add_memory_extracts_attributed_entries(filled: LightMemory) -> None:
@@ -195,3 +195,21 @@ def test_context_window_finds_answers_by_their_question(
         assert (bool(hits) and hits[0].source_ids == ("a",)) is found
         if found:  # the context is for search only: the entry shows its own turn
             assert "paint" not in hits[0].text and hits[0].entry.context
+
+
+def test_summarize_time_windows_offline(filled: LightMemory) -> None:
+    report = filled.summarize("30d", user_id="maya")
+    assert report.windows == 4 and len(report.created) == 4
+    windows = filled.list_entries(filters={"kind": "summary"}, user_id="maya")
+    oct_summary = next(
+        w for w in windows if w.metadata.get("window_start", "").startswith("2024-09")
+    )
+    assert "marathon" in oct_summary.text
+    hits = filled.retrieve("half marathon result", mode="hierarchical", user_id="maya")
+    assert hits[0].entry.kind == "summary"
+    again = filled.summarize("30d", user_id="maya")
+    assert again.created == () and again.updated == ()  # idempotent
+    with pytest.raises(InvalidInputError, match="time_window"):
+        filled.summarize("soon")
+    with pytest.raises(InvalidInputError, match="retrieval_scope"):
+        filled.summarize("7d", retrieval_scope="everything")

@@ -19,12 +19,20 @@ from lightmem.config import (
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
+from lightmem.llm.base import LLMClient
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
 from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.summarize import (
+    KeywordSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummaryReport,
+    summarize_windows,
+)
 from lightmem.pipeline.update import (
     OfflineUpdater,
     Updater,
@@ -64,13 +72,8 @@ class LightMemory:
         self.embedder = embedder
         self.ledger: Ledger = embedder.ledger
         self.compressor = compressor or EntropyCompressor(s.compress_rate)
-        scorer = (
-            self.compressor
-            if isinstance(self.compressor, EntropyCompressor)
-            else EntropyCompressor(s.compress_rate)
-        )
         self.memory_manager = memory_manager or OfflineMemoryManager(
-            scorer,
+            _scorer(self.compressor, s),
             compressed_text=s.text_summary,
             roles=_ROLES.get(s.messages_use),
             context_window=s.context_window,
@@ -103,14 +106,9 @@ class LightMemory:
         manager: MemoryManager | None = None
         updater: Updater | None = None
         if llm is not None and settings.llm is not None:
-            scorer = (
-                compressor
-                if isinstance(compressor, EntropyCompressor)
-                else EntropyCompressor(settings.compress_rate)
-            )
             manager = LLMMemoryManager(
                 llm,
-                scorer,
+                _scorer(compressor, settings),
                 batch_tokens=settings.llm.batch_tokens,
                 mode="event" if settings.extraction_mode == "event" else "flat",
             )
@@ -364,6 +362,42 @@ class LightMemory:
         self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
         run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
 
+    def summarize(
+        self,
+        time_window: object = "7d",
+        retrieval_scope: str = "global",
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> SummaryReport:
+        """Summarise facts and events per time window (StructMem cross-event summaries).
+
+        ``retrieval_scope="historical"`` lets each window's summary see the previous one's.
+        Summaries are stored as ``kind="summary"`` entries and ranked first by hierarchical
+        retrieval; summarising the same window again updates its summary in place.
+        """
+        window = validate.time_window(time_window)
+        if retrieval_scope not in ("global", "historical"):
+            raise InvalidInputError("retrieval_scope: must be 'global' or 'historical'")
+        scope = validate.scope(user_id, agent_id, run_id)
+        client = getattr(self.memory_manager, "client", None)
+        summarizer: Summarizer = (
+            LLMSummarizer(client)
+            if isinstance(client, LLMClient)
+            else KeywordSummarizer(_scorer(self.compressor, self.settings))
+        )
+        report = summarize_windows(
+            self.store,
+            self.embedder,
+            summarizer,
+            scope,
+            window,
+            retrieval_scope,  # type: ignore[arg-type]
+        )
+        self._save_usage()
+        return report
+
     # -- bookkeeping ------------------------------------------------------------------------
     def stats(
         self,
@@ -412,3 +446,10 @@ class LightMemory:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _scorer(compressor: Compressor, settings: Settings) -> EntropyCompressor:
+    """The word-surprisal model used for keyword summaries (shared with the compressor)."""
+    if isinstance(compressor, EntropyCompressor):
+        return compressor
+    return EntropyCompressor(settings.compress_rate)

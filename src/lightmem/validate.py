@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from lightmem.errors import InvalidInputError
@@ -84,6 +85,29 @@ def entry_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("id: expected a non-empty string")
     return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def time_window(value: object) -> timedelta:
+    """A window length: timedelta, seconds, or text like "30m", "12h", "7d", "2w"."""
+    seconds: float | None = None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and len(value) >= 2 and value[-1] in _UNITS:
+        try:
+            seconds = float(value[:-1]) * _UNITS[value[-1]]
+        except ValueError:
+            seconds = None
+    if seconds is None or not 60 <= seconds <= 100 * 365 * 86400:
+        raise InvalidInputError(
+            f"time_window: expected a duration of at least a minute (e.g. '7d', '12h', "
+            f"seconds or a timedelta), got {value!r}"
+        )
+    return timedelta(seconds=seconds)
 
 
 def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:

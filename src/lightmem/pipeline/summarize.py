@@ -1,0 +1,152 @@
+"""Cross-event summaries over time windows (StructMem), stored for hierarchical retrieval."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Literal, Protocol
+
+from lightmem.embed.base import Embedder
+from lightmem.llm.base import LLMClient
+from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.prompts import summarize as prompt
+from lightmem.pipeline.timeparse import format_date
+from lightmem.store.base import MemoryStore
+from lightmem.text import STOPWORDS, words
+from lightmem.types import Filters, MemoryEntry, Scope
+
+RetrievalScope = Literal["global", "historical"]
+
+
+class Summarizer(Protocol):
+    name: str
+
+    def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str: ...
+
+
+class KeywordSummarizer:
+    """Model-free: speakers, date range and the window's most informative words."""
+
+    name = "offline"
+
+    def __init__(self, scorer: EntropyCompressor, keywords: int = 20) -> None:
+        self._scorer = scorer
+        self._k = keywords
+
+    def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str:
+        counts: Counter[str] = Counter()
+        for e in entries:
+            counts.update(w.lower() for w in words(e.text) if w.lower() not in STOPWORDS)
+        ranked = sorted(counts, key=lambda w: -(self._scorer.surprisal(w) * (1 + counts[w])))
+        speakers = list(dict.fromkeys(e.speaker for e in entries if e.speaker))
+        who = " & ".join(speakers) or "memories"
+        return f"{who}, {len(entries)} memories: " + ", ".join(ranked[: self._k])
+
+
+class LLMSummarizer:
+    name = "llm"
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+
+    def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str:
+        return self.client.complete_json(
+            prompt.build(entries, previous), prompt.parse, op="summarize"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryReport:
+    windows: int
+    created: tuple[str, ...]
+    updated: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "windows": self.windows,
+            "created": list(self.created),
+            "updated": list(self.updated),
+        }
+
+
+def summarize_windows(
+    store: MemoryStore,
+    embedder: Embedder,
+    summarizer: Summarizer,
+    scope: Scope,
+    window: timedelta,
+    retrieval_scope: RetrievalScope,
+    max_entries: int = 100_000,
+) -> SummaryReport:
+    """Summarise the scope's dated facts and events per ``window`` (aligned to the epoch).
+
+    ``global``: each window is summarised on its own. ``historical``: each window's summary
+    also sees the previous window's, so summaries carry how things developed. Summarising a
+    window again updates its summary (kept in the history) instead of adding another.
+    """
+    entries = [
+        e
+        for e in store.list_entries(scope, Filters(kinds=("entry", "event")), max_entries, 0)
+        if e.timestamp is not None
+    ]
+    buckets: dict[int, list[MemoryEntry]] = {}
+    width = window.total_seconds()
+    for e in entries:
+        assert e.timestamp is not None
+        buckets.setdefault(int(e.timestamp.timestamp() // width), []).append(e)
+    created: list[str] = []
+    updated: list[str] = []
+    previous = ""
+    for key in sorted(buckets):
+        members = buckets[key]
+        start = datetime.fromtimestamp(key * width, tz=UTC)
+        text = summarizer.summarize(members, previous if retrieval_scope == "historical" else "")
+        previous = text
+        entry = _window_entry(scope, members, start, window, text, retrieval_scope)
+        vec = embedder.embed([entry.search_text], op="summarize")[0]
+        existing = store.get_entry(entry.id, scope)
+        if existing is None:
+            store.commit_extraction([(entry, vec)], [])
+            created.append(entry.id)
+        elif existing.text != entry.text or existing.source_ids != entry.source_ids:
+            store.update_entry(replace(entry, created_at=existing.created_at), vec, "re-summarised")
+            updated.append(entry.id)
+    return SummaryReport(len(buckets), tuple(created), tuple(updated))
+
+
+def _window_entry(
+    scope: Scope,
+    members: Sequence[MemoryEntry],
+    start: datetime,
+    window: timedelta,
+    text: str,
+    retrieval_scope: RetrievalScope,
+) -> MemoryEntry:
+    end = start + window
+    # A stable id per (scope, window, mode), so re-summarising updates in place.
+    key = f"{scope.label()}|{start.isoformat()}|{window.total_seconds()}|{retrieval_scope}"
+    now = datetime.now(UTC)
+    return MemoryEntry(
+        id="win-" + hashlib.sha256(key.encode()).hexdigest()[:24],
+        kind="summary",
+        text=f"{format_date(start)} to {format_date(end - timedelta(seconds=1))}: {text}",
+        original_text=text,
+        scope=scope,
+        timestamp=start,
+        topic_id=f"window:{start.isoformat()}",
+        source_ids=tuple(dict.fromkeys(s for e in members for s in e.source_ids)),
+        context="\n".join(e.text for e in members),
+        created_at=now,
+        updated_at=now,
+        metadata={
+            "summary_of": "time_window",
+            "window_start": start.isoformat(),
+            "window_end": end.isoformat(),
+            "retrieval_scope": retrieval_scope,
+            "members": [e.id for e in members],
+            "summarizer": prompt.VERSION,
+        },
+    )
