@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -121,3 +122,39 @@ def test_bench_cost_on_fixture() -> None:
     assert pre["turns"] == raw["turns"] == 5
     assert pre["extract_calls"] >= 1
     assert pre["prompt_tokens"] < raw["prompt_tokens"]  # pre-compression sends less
+
+
+def test_bench_locomo_llm_path_with_qa_against_the_stub(tmp_path: Path) -> None:
+    from lightmem.testing import OpenAIStubServer, ScriptedLLM
+
+    with OpenAIStubServer(chat_handler=ScriptedLLM()) as stub:
+        env = {
+            **os.environ,
+            "LIGHTMEM_LLM_BASE_URL": stub.base_url,
+            "LIGHTMEM_LLM_MODEL": "stub",
+            "LIGHTMEM_LLM_API_KEY": "k",
+        }
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lightmem.cli.main",
+                "bench",
+                "locomo",
+                str(FIXTURES / "locomo_tiny.json"),
+                "--llm",
+                "--qa",
+                "--budget-tokens",
+                "200",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["llm_calls_per_100_turns"] > 0
+    ops = {u["op"] for u in summary["usage"] if u["kind"] == "llm"}
+    assert {"extract", "qa.answer", "qa.judge"} <= ops
+    assert 0.0 <= summary["qa_accuracy"] <= 1.0 and summary["qa_model"] == "openai:stub"

@@ -262,3 +262,24 @@ def test_llm_summaries_historical_see_the_previous_window(
         assert "PREVIOUS:" not in prompts[0] and all("PREVIOUS:" in p for p in prompts[1:])
         usage = {(r["kind"], r["op"]): r for r in mem.stats()["usage"]["by_operation"]}
         assert usage[("llm", "summarize")]["calls"] == 4
+
+
+def test_slow_endpoint_times_out_then_retry_succeeds(
+    stub: OpenAIStubServer, store_path: Path
+) -> None:
+    stub.delay_next(3.0, times=1)
+    with LightMemory.from_config(_config(stub, store_path, timeout_s=0.5)) as mem:
+        mem.add_memory({"id": "a", "content": "I love jazz."}, force_extract=True)
+        usage = {(r["kind"], r["op"]): r for r in mem.stats()["usage"]["by_operation"]}
+        assert usage[("llm", "extract")]["errors"] == 1
+        assert len(mem.list_entries(filters={"kind": "entry"})) == 1
+
+
+def test_online_update_uses_the_llm_at_insertion(stub: OpenAIStubServer, store_path: Path) -> None:
+    cfg = {**_config(stub, store_path), "update": "online"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory({"id": "a", "content": "Clara lives in Porto."}, force_extract=True)
+        mem.add_memory({"id": "b", "content": "Clara lives in Porto."}, force_extract=True)
+        assert len(mem.list_entries(filters={"kind": "entry"})) == 1
+        usage = {(r["kind"], r["op"]): r for r in mem.stats()["usage"]["by_operation"]}
+        assert usage[("llm", "update")]["calls"] == 1

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lightmem.bench import qa_prompts
 from lightmem.errors import InvalidInputError
+from lightmem.llm.base import LLMClient
 from lightmem.memory import LightMemory
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
@@ -69,14 +71,21 @@ def run(
     budget_tokens: int,
     config: Mapping[str, Any] | None = None,
     limit: int = 200,
+    qa_client: LLMClient | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``."""
+    """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``.
+
+    ``config`` selects the pipeline (an LLM ``memory_manager`` makes it the LLM path; its
+    calls and tokens are reported). With ``qa_client``, each question is also answered from
+    the retrieved context and graded by the same model as judge (LoCoMo LLM-judge protocol).
+    """
     samples = load(path)
     questions: list[dict[str, Any]] = []
     ingest_s = 0.0
     turns = 0
     latencies: list[float] = []
+    usage: dict[tuple[str, str], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
         for sample in samples:
             sid = str(sample.get("sample_id", len(questions)))
@@ -101,7 +110,13 @@ def run(
                     latencies.append(time.perf_counter() - t1)
                     # A topic summary lists its whole segment as sources but holds only
                     # keywords, so only entries count as retrieving a turn's content.
-                    got = {s for r in results if r.entry.kind == "entry" for s in r.source_ids}
+                    got = {
+                        s
+                        for r in results
+                        for e in (r.entry, *r.related)
+                        if e.kind == "entry"
+                        for s in e.source_ids
+                    }
                     questions.append(
                         {
                             "sample_id": sid,
@@ -123,12 +138,48 @@ def run(
                             "any_evidence": bool(ev & got),
                         }
                     )
+                    if qa_client is not None:
+                        questions[-1].update(_qa(qa_client, qa, mem.format_context(results)))
+                for rec in mem.stats()["usage"]["by_operation"]:
+                    agg = usage.setdefault((rec["kind"], rec["op"]), dict.fromkeys(_USAGE, 0))
+                    for k in _USAGE:
+                        agg[k] += rec[k]
             if progress:
                 progress(f"{sid}: {len(questions)} questions so far")
-    return {
-        "summary": summarize(questions, ingest_s, turns, latencies, budget_tokens),
-        "questions": questions,
-    }
+    if qa_client is not None:
+        for r in qa_client.ledger.totals():
+            agg = usage.setdefault((r.kind, r.op), dict.fromkeys(_USAGE, 0))
+            for k in _USAGE:
+                agg[k] += getattr(r, k)
+    summary = summarize(questions, ingest_s, turns, latencies, budget_tokens)
+    summary["usage"] = [{"kind": k, "op": o, **v} for (k, o), v in sorted(usage.items())]
+    llm_extract = usage.get(("llm", "extract"))
+    if llm_extract:
+        summary["llm_calls_per_100_turns"] = round(100 * llm_extract["calls"] / max(1, turns), 3)
+    if qa_client is not None:
+        graded = [q for q in questions if "correct" in q]
+        summary["qa_accuracy"] = round(sum(q["correct"] for q in graded) / max(1, len(graded)), 4)
+        for cat in (1, 2, 3, 4):
+            qs = [q for q in graded if q["category"] == cat]
+            summary["by_category"][str(cat)]["qa_accuracy"] = round(
+                sum(q["correct"] for q in qs) / max(1, len(qs)), 4
+            )
+        summary["qa_model"] = qa_client.name
+    return {"summary": summary, "questions": questions}
+
+
+_USAGE = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
+
+
+def _qa(client: LLMClient, qa: Mapping[str, Any], context: str) -> dict[str, Any]:
+    question, gold = str(qa["question"]), str(qa.get("answer", ""))
+    answer = client.complete_json(
+        qa_prompts.answer_messages(question, context), qa_prompts.parse_answer, op="qa.answer"
+    )
+    correct = client.complete_json(
+        qa_prompts.judge_messages(question, gold, answer), qa_prompts.parse_label, op="qa.judge"
+    )
+    return {"generated_answer": answer, "correct": correct}
 
 
 def summarize(

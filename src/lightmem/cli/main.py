@@ -10,7 +10,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from lightmem.config import build_llm, parse_config
 from lightmem.errors import InvalidInputError, LightMemError
+from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
 
@@ -58,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     lo.add_argument("--budget-tokens", type=int, default=800)
     lo.add_argument("--out", help="write the full per-question JSON here")
+    lo.add_argument(
+        "--llm",
+        action="store_true",
+        help="extract with the configured LLM endpoint (LIGHTMEM_LLM_* or --config)",
+    )
+    lo.add_argument(
+        "--qa", action="store_true", help="answer each question and grade it with an LLM judge"
+    )
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
@@ -183,14 +193,21 @@ def _bench(args: argparse.Namespace) -> int:
             raise InvalidInputError("--samples: must be at least 1")
         print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
         return 0
-    cfg = None
+    cfg: dict[str, Any] = {}
     if args.config:
         cfg = _config(args)
         cfg.pop("store", None)
+    if args.llm and "memory_manager" not in cfg:
+        cfg["memory_manager"] = {"model_name": "openai"}
+    qa_client = None
+    if args.qa:
+        llm_cfg = {"memory_manager": cfg.get("memory_manager") or {"model_name": "openai"}}
+        qa_client = build_llm(parse_config(llm_cfg), Ledger())
     result = locomo.run(
         args.file,
         budget_tokens=args.budget_tokens,
-        config=cfg,
+        config=cfg or None,
+        qa_client=qa_client,
         progress=lambda msg: print(msg, file=sys.stderr),
     )
     if args.out:

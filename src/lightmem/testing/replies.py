@@ -32,6 +32,15 @@ class ScriptedLLM:
             if self._queue:
                 return self._queue.pop(0)
         body = _unfence(str(messages[1]["content"]))
+        system = str(messages[0]["content"])
+        if '{"label": "CORRECT"}' in system:
+            gold = body.split("GOLD: ", 1)[1].split("\n", 1)[0]
+            said = body.split("GENERATED: ", 1)[1].split("\n", 1)[0]
+            hit = set(content_terms(gold)) & set(content_terms(said))
+            return json.dumps({"label": "CORRECT" if hit else "WRONG"})
+        if '{"answer": "..."}' in system:
+            memories = [ln.strip(" -") for ln in body.splitlines() if ln.startswith("- ")]
+            return json.dumps({"answer": memories[0] if memories else "unknown"})
         if '"summary": "..."}' in str(messages[0]["content"]):
             lines = [ln for ln in body.splitlines() if not ln.startswith("PREVIOUS: ")]
             return json.dumps({"summary": f"{len(lines)} memories: " + " | ".join(lines)[:500]})

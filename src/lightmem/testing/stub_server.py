@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +46,7 @@ class OpenAIStubServer:
         self.chat_handler = chat_handler or (lambda messages: "{}")
         self.counters = StubCounters()
         self._faults: list[int] = []
+        self._delays: list[float] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._thread: threading.Thread | None = None
@@ -55,8 +57,14 @@ class OpenAIStubServer:
         return f"http://{host!s}:{port}/v1"
 
     def fail_next(self, status: int, times: int = 1) -> None:
+        """The next ``times`` requests get HTTP ``status`` and an error body."""
         with self._lock:
             self._faults.extend([status] * times)
+
+    def delay_next(self, seconds: float, times: int = 1) -> None:
+        """The next ``times`` requests are answered only after ``seconds`` (a slow server)."""
+        with self._lock:
+            self._delays.extend([seconds] * times)
 
     def start(self) -> OpenAIStubServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -95,6 +103,9 @@ class OpenAIStubServer:
             self.counters.requests[path] = self.counters.requests.get(path, 0) + 1
             self.counters.bodies.append(body)
             fault = self._faults.pop(0) if self._faults else None
+            delay = self._delays.pop(0) if self._delays else 0.0
+        if delay:
+            time.sleep(delay)
         if fault is not None:
             return fault, {"error": {"message": f"injected fault {fault}", "type": "stub"}}
         if path.endswith("/embeddings"):
