@@ -75,6 +75,39 @@ CREATE INDEX IF NOT EXISTS history_entry ON history (entry_id, seq);
 CREATE TABLE IF NOT EXISTS update_queue (
     entry_id TEXT PRIMARY KEY, candidates TEXT NOT NULL, built_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS graph_nodes (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('semantic', 'episodic', 'procedural')),
+    user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    data TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS graph_nodes_kind ON graph_nodes (kind, user_id, agent_id, run_id);
+CREATE TABLE IF NOT EXISTS graph_vectors (
+    rid INTEGER PRIMARY KEY REFERENCES graph_nodes (rid) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS graph_fts USING fts5 (body, tokenize = 'porter unicode61');
+CREATE TABLE IF NOT EXISTS graph_edges (
+    kind TEXT NOT NULL CHECK (kind IN ('ground', 'distill', 'step')),
+    src TEXT NOT NULL, dst TEXT NOT NULL,
+    weight REAL NOT NULL,
+    data TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (kind, src, dst)
+);
+CREATE INDEX IF NOT EXISTS graph_edges_dst ON graph_edges (dst, kind);
+CREATE TABLE IF NOT EXISTS graph_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL,
+    target TEXT NOT NULL CHECK (target IN ('node', 'edge')),
+    target_id TEXT NOT NULL,
+    before TEXT, after TEXT,
+    at REAL NOT NULL, reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS usage (
     kind TEXT NOT NULL, op TEXT NOT NULL,
     calls INTEGER NOT NULL, items INTEGER NOT NULL,

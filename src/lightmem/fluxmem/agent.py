@@ -1,0 +1,296 @@
+"""``FluxMemAgent``: the FluxMem facade an agent developer plugs into their own loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lightmem import validate
+from lightmem.embed.base import Embedder
+from lightmem.errors import InvalidInputError, LightMemError
+from lightmem.fluxmem.chunking import chunk
+from lightmem.fluxmem.config import FluxMemConfig
+from lightmem.fluxmem.reasoner import OfflineReasoner, Reasoner
+from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.stage1 import Stage1
+from lightmem.fluxmem.stage2 import Stage2
+from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
+from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
+from lightmem.store.graph import GraphStore
+
+ExecuteFn = Callable[[str], StepResult | Awaitable[StepResult]]
+
+
+class TaskExecutionError(LightMemError):
+    """``execute_fn`` raised or returned something other than a StepResult. The episode is
+    recorded as failed before this is raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Crash:
+    error: str
+
+
+class FluxMemAgent:
+    """Memory as one evolving graph of facts, episodes and skills (FluxMem).
+
+    ``run_task`` gives ``execute_fn`` the Stage I context, repairs the graph after each
+    failure (Stage II) and records the episode; ``consolidate`` induces skills (Stage III).
+    Every surgery is in ``history()`` and can be reverted with ``undo(seq)``. ``arun_task``
+    and ``aconsolidate`` are the async forms (``execute_fn`` may be a coroutine function).
+    """
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        embedder: Embedder,
+        *,
+        reasoner: Reasoner | None = None,
+        config: FluxMemConfig | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.graph = graph
+        self.embedder = embedder
+        self.reasoner = reasoner or OfflineReasoner()
+        self.config = config or FluxMemConfig()
+        self.scope = validate.scope(user_id, agent_id, run_id)
+        self._stage1 = Stage1(graph, embedder, self.reasoner, self.config)
+        self._stage2 = Stage2(graph, embedder, self.reasoner, self.config)
+        self._stage3 = Stage3(graph, embedder, self.reasoner, self.config)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        config: FluxMemConfig | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> FluxMemAgent:
+        """An agent on a SQLite store file with the offline defaults."""
+        from lightmem.embed.wordllama import WordLlamaEmbedder
+        from lightmem.store.sqlite import SQLiteStore
+        from lightmem.store.sqlite_graph import SQLiteGraphStore
+
+        store = SQLiteStore(path)
+        embedder = WordLlamaEmbedder()
+        store.bind_embedder(embedder.name, embedder.dim)
+        return cls(
+            SQLiteGraphStore(store),
+            embedder,
+            config=config,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+        )
+
+    # -- knowledge --------------------------------------------------------------------------
+    def add_knowledge(
+        self, text_or_docs: str | Sequence[str] | Sequence[Mapping[str, str]], *, source: str = ""
+    ) -> list[str]:
+        """Chunk documents into semantic nodes; returns their ids. A document may be a
+        string or ``{"text": ..., "source": ...}``."""
+        docs = _docs(text_or_docs, source)
+        chunks = [(c, src) for text, src in docs for c in chunk(text, self.config.chunk_tokens)]
+        if not chunks:
+            raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
+        vecs = self.embedder.embed([c for c, _ in chunks], op="fluxmem.knowledge")
+        ids = []
+        for (text, src), vec in zip(chunks, vecs, strict=True):
+            node = Node(uuid.uuid4().hex, "semantic", text, self.scope, {"source": src})
+            ids.append(self.graph.add_node(node, vec, reason="add_knowledge").id)
+        return ids
+
+    # -- Stage I ----------------------------------------------------------------------------
+    def subgraph(self, task: str) -> Subgraph:
+        """What Stage I would give ``execute_fn`` for ``task`` (for inspection)."""
+        return self._stage1.build(validate.query(task), self.scope)
+
+    def context(self, task: str) -> str:
+        return serialize(self.subgraph(task))
+
+    # -- tasks ------------------------------------------------------------------------------
+    def run_task(
+        self, task: str, execute_fn: Callable[[str], StepResult], *, max_rounds: int | None = None
+    ) -> TaskOutcome:
+        """Run ``execute_fn(context)`` until it succeeds or the refinement rounds run out."""
+        flow = self._flow(validate.query(task), max_rounds)
+        request = next(flow)
+        while True:
+            try:
+                reply: StepResult | _Crash = execute_fn(request)
+            except Exception as exc:  # the user's code: record, then re-raise as ours
+                reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+            try:
+                request = flow.send(reply)
+            except StopIteration as done:
+                return _finish(done.value)
+
+    async def arun_task(
+        self, task: str, execute_fn: ExecuteFn, *, max_rounds: int | None = None
+    ) -> TaskOutcome:
+        """Async :meth:`run_task`; graph work runs in a worker thread."""
+        flow = self._flow(validate.query(task), max_rounds)
+        request = await asyncio.to_thread(next, flow)
+        while True:
+            try:
+                out = execute_fn(request)
+                reply: StepResult | _Crash = await out if inspect.isawaitable(out) else out
+            except Exception as exc:
+                reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+            try:
+                request = await asyncio.to_thread(flow.send, reply)
+            except StopIteration as done:
+                return _finish(done.value)
+
+    def _flow(
+        self, task: str, max_rounds: int | None
+    ) -> Generator[str, StepResult | _Crash, TaskOutcome]:
+        """The task loop written once for both drivers: yields contexts, receives results."""
+        rounds = self.config.max_refinement_rounds if max_rounds is None else max_rounds
+        episode = self._new_episode(task)
+        sub = self._stage1.build(task, self.scope, current_episode=episode.id)
+        context = serialize(sub)
+        attempts: list[dict[str, Any]] = []
+        repairs: list[Repair] = []
+        reply: StepResult | _Crash = _Crash("not run")
+        for attempt in range(rounds + 1):
+            reply = yield context
+            if not isinstance(reply, StepResult | _Crash):
+                reply = _Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
+            attempts.append(_attempt_record(attempt, sub, reply))
+            self._mark_steps(sub, episode.id, attempt)
+            if isinstance(reply, _Crash) or reply.success or attempt == rounds:
+                break
+            feedback = self.reasoner.attribute(task, reply.feedback)
+            repairs += self._stage2.repair(task, self.scope, episode.id, sub, feedback)
+            sub = self._stage1.build(task, self.scope, current_episode=episode.id)
+            new_context = serialize(sub)
+            if new_context == context:
+                break  # nothing changed: running again would repeat the failure
+            context = new_context
+        success = isinstance(reply, StepResult) and reply.success
+        if success:
+            for s in sub.semantic:
+                self.graph.add_edge(Edge("ground", s.node.id, episode.id, 1.0), "served a success")
+        trajectory = list(reply.actions) if isinstance(reply, StepResult) else []
+        data = {
+            **dict(episode.data),
+            "status": "done",
+            "success": success,
+            "attempts": attempts,
+            "trajectory": trajectory,
+            "repairs": [_repair(r) for r in repairs],
+        }
+        vec = self.embedder.embed([task], op="fluxmem.episode")[0]
+        self.graph.update_node(replace(episode, data=data), vec, reason="episode finished")
+        return TaskOutcome(
+            task=task,
+            success=success,
+            result=reply.result if isinstance(reply, StepResult) else None,
+            episode_id=episode.id,
+            attempts=len(attempts),
+            repairs=tuple(repairs),
+            error=reply.error if isinstance(reply, _Crash) else "",
+        )
+
+    def _new_episode(self, task: str) -> Node:
+        node = Node(
+            uuid.uuid4().hex,
+            "episodic",
+            task,
+            self.scope,
+            {"task": task, "status": "running", "success": False, "trajectory": []},
+        )
+        vec = self.embedder.embed([task], op="fluxmem.episode")[0]
+        return self.graph.add_node(node, vec, reason="episode started")
+
+    def _mark_steps(self, sub: Subgraph, episode_id: str, attempt: int) -> None:
+        existing = {e.src: e for e in self.graph.edges("step", dst=[episode_id])}
+        for node_id in sorted(sub.node_ids()):
+            steps = [*existing[node_id].data.get("steps", [])] if node_id in existing else []
+            self.graph.add_edge(
+                Edge("step", node_id, episode_id, 1.0, {"steps": [*steps, attempt]}),
+                reason=f"active in step {attempt}",
+            )
+
+    # -- Stage III --------------------------------------------------------------------------
+    def consolidate(self, replay_fn: ReplayFn | None = None) -> ConsolidationReport:
+        """Cluster episodes and induce or refine one skill per cluster (Stage III)."""
+        return self._stage3.consolidate(self.scope, replay_fn)
+
+    async def aconsolidate(self, replay_fn: ReplayFn | None = None) -> ConsolidationReport:
+        return await asyncio.to_thread(self.consolidate, replay_fn)
+
+    # -- inspection -------------------------------------------------------------------------
+    def history(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self.graph.graph_history(validate.positive_int("limit", limit))
+
+    def undo(self, seq: int) -> None:
+        """Revert one surgery (or any graph change) by its history sequence number."""
+        self.graph.undo(
+            validate.positive_int("seq", seq, 2**62),
+            lambda text: self.embedder.embed([text], op="fluxmem.undo")[0],
+        )
+
+    def stats(self) -> dict[str, int]:
+        return self.graph.graph_counts(self.scope)
+
+
+def _finish(outcome: TaskOutcome) -> TaskOutcome:
+    if outcome.error:
+        raise TaskExecutionError(
+            f"execute_fn: {outcome.error} (episode {outcome.episode_id} recorded as failed)"
+        )
+    return outcome
+
+
+def _attempt_record(attempt: int, sub: Subgraph, reply: StepResult | _Crash) -> dict[str, Any]:
+    if isinstance(reply, _Crash):
+        return {"attempt": attempt, "context": sorted(sub.node_ids()), "error": reply.error}
+    fb = reply.feedback
+    return {
+        "attempt": attempt,
+        "context": sorted(sub.node_ids()),
+        "success": bool(reply.success),
+        "result": repr(reply.result)[:500],
+        "feedback": fb if isinstance(fb, str | None) else {"kind": fb.kind, "detail": fb.detail},
+        "actions": list(reply.actions),
+    }
+
+
+def _repair(r: Repair) -> dict[str, str]:
+    return {"op": r.op, "node_id": r.node_id, "detail": r.detail}
+
+
+def _docs(
+    raw: str | Sequence[str] | Sequence[Mapping[str, str]], source: str
+) -> list[tuple[str, str]]:
+    if not isinstance(source, str):
+        raise InvalidInputError("source: expected a string")
+    items: Sequence[Any] = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, Sequence):
+        raise InvalidInputError("text_or_docs: expected text, a list of texts or of dicts")
+    out = []
+    for i, d in enumerate(items):
+        if isinstance(d, str):
+            out.append((d, source))
+        elif isinstance(d, Mapping) and isinstance(d.get("text"), str):
+            out.append((d["text"], str(d.get("source", source))))
+        else:
+            raise InvalidInputError(f"text_or_docs[{i}]: expected a string or {{'text': ...}}")
+        try:
+            out[-1][0].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"text_or_docs[{i}]: not valid Unicode (lone surrogate)"
+            ) from exc
+    return out

@@ -1,0 +1,125 @@
+"""The judgement calls FluxMem makes, behind one interface: offline rules or an LLM.
+
+Offline: verification by lexical overlap, attribution from structured feedback (or keywords
+in text feedback), skill induction by aligning successful trajectories, refinement by
+dropping steps that failing episodes share, reshaping from the procedure a fact describes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Protocol
+
+from lightmem.fluxmem.types import FailureKind, Feedback
+from lightmem.text import content_terms
+
+_KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
+    ("granularity", ("coarse", "granular", "too vague", "too general", "finer", "too detailed")),
+    ("noise", ("irrelevant", "misled", "misleading", "noise", "wrong tool", "distract")),
+    ("missing", ("missing", "lack", "not enough", "unknown", "need", "did not know")),
+)
+_CLAUSE = re.compile(r",\s*(?:then\s+|and\s+then\s+|and\s+)?|;\s*|\.\s+|\s+then\s+", re.I)
+
+
+class Reasoner(Protocol):
+    name: str
+
+    def verify(self, task: str, texts: Sequence[str]) -> list[float]: ...
+    def attribute(self, task: str, feedback: str | Feedback | None) -> Feedback: ...
+    def induce(self, trajectories: Sequence[Sequence[str]]) -> list[str]: ...
+    def refine(
+        self,
+        steps: Sequence[str],
+        successful: Sequence[Sequence[str]],
+        failing: Sequence[Sequence[str]],
+    ) -> list[str]: ...
+    def reshape(self, steps: Sequence[str], detail: str, reference: str) -> list[str]: ...
+
+
+def terms(text: str) -> set[str]:
+    """Content words with a light plural fold, for overlap scores."""
+    return {t[:-1] if len(t) > 3 and t.endswith("s") else t for t in content_terms(text)}
+
+
+def step_key(step: str) -> str:
+    """Steps are aligned on their leading verb ("derive medals per athlete" -> "derive")."""
+    words = content_terms(step)
+    return words[0] if words else step.strip().lower()
+
+
+class OfflineReasoner:
+    name = "offline"
+
+    def verify(self, task: str, texts: Sequence[str]) -> list[float]:
+        want = terms(task)
+        if not want:
+            return [0.0] * len(texts)
+        return [len(want & terms(t)) / len(want) for t in texts]
+
+    def attribute(self, task: str, feedback: str | Feedback | None) -> Feedback:
+        if isinstance(feedback, Feedback):
+            return feedback
+        if not feedback:
+            return Feedback("missing", detail=task)
+        low = feedback.lower()
+        for kind, words in _KEYWORDS:
+            if any(w in low for w in words):
+                return Feedback(kind, detail=feedback)
+        return Feedback("missing", detail=feedback)
+
+    def induce(self, trajectories: Sequence[Sequence[str]]) -> list[str]:
+        if not trajectories:
+            return []
+        positions: dict[str, list[float]] = defaultdict(list)
+        phrasing: dict[str, Counter[str]] = defaultdict(Counter)
+        for traj in trajectories:
+            seen: set[str] = set()
+            for i, step in enumerate(traj):
+                key = step_key(step)
+                if key in seen:
+                    continue
+                seen.add(key)
+                positions[key].append(i / max(1, len(traj) - 1))
+                phrasing[key][step.strip()] += 1
+        quorum = len(trajectories) / 2
+        kept = [k for k, pos in positions.items() if len(pos) >= quorum]
+        kept.sort(key=lambda k: sum(positions[k]) / len(positions[k]))
+        return [_generalise(phrasing[k]) for k in kept]
+
+    def refine(
+        self,
+        steps: Sequence[str],
+        successful: Sequence[Sequence[str]],
+        failing: Sequence[Sequence[str]],
+    ) -> list[str]:
+        if not failing:
+            return list(steps)
+
+        def share(trajs: Sequence[Sequence[str]], key: str) -> float:
+            return sum(key in {step_key(s) for s in t} for t in trajs) / max(1, len(trajs))
+
+        return [
+            s
+            for s in steps
+            if not (share(failing, step_key(s)) >= 0.5 and share(successful, step_key(s)) < 0.5)
+        ]
+
+    def reshape(self, steps: Sequence[str], detail: str, reference: str) -> list[str]:
+        procedure = [c.strip(" .") for c in _CLAUSE.split(reference) if len(c.split()) >= 2]
+        if len(procedure) >= 2:
+            return procedure
+        return [*steps, detail] if detail else list(steps)
+
+
+def _generalise(variants: Counter[str]) -> str:
+    """One phrasing for a step seen in several episodes: words that differ between the
+    episodes (their task's nouns) become "X", so the skill reads as a procedure."""
+    top = variants.most_common(1)[0][0].split()
+    same_len = [v.split() for v in variants if len(v.split()) == len(top)]
+    if len(same_len) < 2:
+        return " ".join(top)
+    return " ".join(
+        w if all(v[i].lower() == w.lower() for v in same_len) else "X" for i, w in enumerate(top)
+    )
