@@ -58,6 +58,49 @@ def run(*, seed: int = 0, train: int = 40, test: int = 60) -> dict[str, Any]:
     return out
 
 
+def run_seeds(
+    seeds: int = 5,
+    *,
+    first_seed: int = 0,
+    train: int = 40,
+    test: int = 60,
+    plot: str | Path | None = None,
+) -> dict[str, Any]:
+    """:func:`run` over several seeds; success rates are reported as medians."""
+    runs = [run(seed=s, train=train, test=test) for s in range(first_seed, first_seed + seeds)]
+    medians = {c: statistics.median(r[c]["held_out_success"] for r in runs) for c in CONFIGS}
+    curves = [
+        c for r in runs for c in r["stage1_2_3"]["consolidation"]["pems_curves"].values() if c
+    ]
+    converged = [len(c) <= 5 and (len(c) < 2 or abs(c[-1] - c[-2]) < 0.01) for c in curves]
+    if plot is not None and curves:
+        from lightmem.bench.plot import line_chart
+
+        line_chart(plot, curves[:5])
+    return {
+        "seeds": list(range(first_seed, first_seed + seeds)),
+        "median_held_out_success": medians,
+        "ratio_full_vs_no_memory": round(medians["stage1_2_3"] / medians["no_memory"], 3)
+        if medians["no_memory"]
+        else None,
+        "each_stage_adds_on_medians": all(
+            medians[b] > medians[a] for a, b in itertools.pairwise(CONFIGS)
+        ),
+        "seeds_where_each_stage_adds": sum(r["each_stage_adds"] for r in runs),
+        "pems": {
+            "skills": len(curves),
+            "converged_within_5_rounds": sum(converged),
+            "rounds_median": statistics.median(len(c) for c in curves) if curves else 0,
+            "curves_first_seed": runs[0]["stage1_2_3"]["consolidation"]["pems_curves"],
+        },
+        "repairs_median": {
+            op: statistics.median(r["stage1_2"]["repairs"].get(op, 0) for r in runs)
+            for op in ("link_prune", "link_expand", "node_reshape")
+        },
+        "runs": runs,
+    }
+
+
 def _one(
     name: str, path: Path, train: list[TableTask], test: list[TableTask], seed: int
 ) -> dict[str, Any]:

@@ -29,20 +29,19 @@ ANALYSIS_DOC = (
     "the ratios to a common scale, then compare them."
 )
 DISTRACTORS = (
+    "The medal table on the website lists countries by gold medals first, then silver.",
+    "Athlete profiles show each athlete's country, sport, height and date of birth.",
+    "Team rosters list every player with their position and shirt number.",
+    "The chart tool draws bar charts of medals, goals or sales from two columns.",
+    "School reports list students, teachers and awards for each term.",
     "The office printer on floor three needs a badge to release print jobs.",
     "Quarterly reports are archived in the finance share after the board meeting.",
     "Use the ticketing system to request a new laptop or a monitor.",
-    "The cafeteria serves vegetarian lunches on Tuesdays and Thursdays.",
     "Passwords must be rotated every ninety days and may not repeat.",
     "Travel expenses above five hundred euros need a manager's approval.",
     "The weather API returns temperatures in Celsius with hourly resolution.",
-    "Meeting rooms can be booked through the calendar up to four weeks ahead.",
-    "Translate customer emails with the language service before replying.",
-    "The chart tool draws bar charts from two columns: labels and values.",
     "Backups of the shared drive run nightly and are kept for thirty days.",
-    "The map tool geocodes street addresses into latitude and longitude.",
 )
-
 _FAMILIES = (
     ("country", "countries", ("Norway", "Kenya", "Japan", "Brazil", "Chile", "Ghana", "Peru")),
     ("team", "teams", ("Lions", "Hawks", "Wolves", "Sharks", "Bears", "Eagles", "Foxes")),

@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id")
     sub = p.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("demo", help="ingest a shipped conversation offline and query it")
+    d = sub.add_parser("demo", help="offline demos: lightmem (default) or fluxmem")
+    d.add_argument("which", nargs="?", default="lightmem", choices=["lightmem", "fluxmem"])
 
     a = sub.add_parser("add", help="add a conversation from a JSON or JSONL file ('-' = stdin)")
     a.add_argument("file")
@@ -68,6 +69,14 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument(
         "--qa", action="store_true", help="answer each question and grade it with an LLM judge"
     )
+    fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation on seeded table tasks")
+    fm.add_argument("--seeds", type=int, default=5, help="how many seeds (medians reported)")
+    fm.add_argument("--first-seed", type=int, default=0)
+    fm.add_argument("--train", type=int, default=40)
+    fm.add_argument("--test", type=int, default=60)
+    fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
+    fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
+    fm.add_argument("--out", help="write the full JSON (every seed) here")
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
@@ -103,9 +112,14 @@ def _scope(args: argparse.Namespace) -> dict[str, Any]:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from lightmem.cli import demo
+        if args.which == "fluxmem":
+            from lightmem.cli import demo_fluxmem
 
-        demo.run(sys.stdout)
+            demo_fluxmem.run(sys.stdout)
+        else:
+            from lightmem.cli import demo
+
+            demo.run(sys.stdout)
         return 0
     if args.command == "bench":
         return _bench(args)
@@ -188,6 +202,22 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from lightmem.bench import cost, locomo
 
+    if args.bench == "fluxmem":
+        from lightmem.bench import fluxmem
+
+        for name in ("seeds", "train", "test"):
+            if getattr(args, name) < 1:
+                raise InvalidInputError(f"--{name}: must be at least 1")
+        result = fluxmem.run_seeds(
+            args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
+        )
+        if args.scale:
+            result["scale"] = fluxmem.scale()
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1))
+        result.pop("runs")
+        print(json.dumps(result, indent=2))
+        return 0
     if args.bench == "cost":
         if args.samples < 1:
             raise InvalidInputError("--samples: must be at least 1")

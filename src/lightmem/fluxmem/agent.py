@@ -18,7 +18,7 @@ from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.reasoner import OfflineReasoner, Reasoner
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.stage1 import Stage1
-from lightmem.fluxmem.stage2 import Stage2
+from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
 from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
 from lightmem.store.graph import GraphStore
@@ -109,6 +109,35 @@ class FluxMemAgent:
             ids.append(self.graph.add_node(node, vec, reason="add_knowledge").id)
         return ids
 
+    def add_skill(self, name: str, steps: Sequence[str], *, episodes: Sequence[str] = ()) -> str:
+        """Add a hand-written skill (procedural node), distilled from ``episodes`` if given,
+        so tasks similar to those episodes inherit it. Returns its id."""
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInputError("name: expected a non-empty string")
+        if (
+            isinstance(steps, str)
+            or not steps
+            or not all(isinstance(x, str) and x.strip() for x in steps)
+        ):
+            raise InvalidInputError("steps: expected a non-empty list of non-empty strings")
+        found = self.graph.get_nodes(list(episodes))
+        for i, ep in enumerate(episodes):
+            if ep not in found or found[ep].kind != "episodic":
+                raise InvalidInputError(f"episodes[{i}]: no episode {ep!r}")
+        text = skill_text(list(steps))
+        node = Node(
+            uuid.uuid4().hex,
+            "procedural",
+            text,
+            self.scope,
+            {"name": name, "steps": list(steps), "versions": [], "source_episodes": list(episodes)},
+        )
+        vec = self.embedder.embed([text], op="fluxmem.skill")[0]
+        self.graph.add_node(node, vec, reason=f"add_skill: {name}")
+        for ep in episodes:
+            self.graph.add_edge(Edge("distill", ep, node.id, 1.0), reason="add_skill")
+        return node.id
+
     # -- Stage I ----------------------------------------------------------------------------
     def subgraph(self, task: str) -> Subgraph:
         """What Stage I would give ``execute_fn`` for ``task`` (for inspection)."""
@@ -156,11 +185,28 @@ class FluxMemAgent:
     ) -> Generator[str, StepResult | _Crash, TaskOutcome]:
         """The task loop written once for both drivers: yields contexts, receives results."""
         rounds = self.config.max_refinement_rounds if max_rounds is None else max_rounds
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 100:
+            raise InvalidInputError("max_rounds: expected an integer in [0, 100]")
         episode = self._new_episode(task)
-        sub = self._stage1.build(task, self.scope, current_episode=episode.id)
-        context = serialize(sub)
         attempts: list[dict[str, Any]] = []
         repairs: list[Repair] = []
+        reply: StepResult | _Crash = _Crash("not run")
+        try:
+            reply = yield from self._attempts(task, episode, rounds, attempts, repairs)
+        except LightMemError as exc:  # a corrupted node, a failing backend: still recorded
+            reply = _Crash(f"{type(exc).__name__}: {exc}")
+        return self._close_episode(task, episode, reply, attempts, repairs)
+
+    def _attempts(
+        self,
+        task: str,
+        episode: Node,
+        rounds: int,
+        attempts: list[dict[str, Any]],
+        repairs: list[Repair],
+    ) -> Generator[str, StepResult | _Crash, StepResult | _Crash]:
+        sub = self._stage1.build(task, self.scope, current_episode=episode.id)
+        context = serialize(sub)
         reply: StepResult | _Crash = _Crash("not run")
         for attempt in range(rounds + 1):
             reply = yield context
@@ -177,10 +223,20 @@ class FluxMemAgent:
             if new_context == context:
                 break  # nothing changed: running again would repeat the failure
             context = new_context
-        success = isinstance(reply, StepResult) and reply.success
-        if success:
+        if isinstance(reply, StepResult) and reply.success:
             for s in sub.semantic:
                 self.graph.add_edge(Edge("ground", s.node.id, episode.id, 1.0), "served a success")
+        return reply
+
+    def _close_episode(
+        self,
+        task: str,
+        episode: Node,
+        reply: StepResult | _Crash,
+        attempts: list[dict[str, Any]],
+        repairs: list[Repair],
+    ) -> TaskOutcome:
+        success = isinstance(reply, StepResult) and reply.success
         trajectory = list(reply.actions) if isinstance(reply, StepResult) else []
         data = {
             **dict(episode.data),

@@ -30,7 +30,7 @@ def serialize(sub: Subgraph) -> str:
     out.append("</episodic_memory>")
     out.append("<procedural_memory>")
     for s in sub.procedural:
-        skill_steps = [str(x) for x in s.node.data.get("steps", [])]
+        skill_steps = s.node.steps
         body = " ".join(f"{i}. {escape(t, quote=True)}" for i, t in enumerate(skill_steps, 1))
         out.append(
             f'  <skill id="{s.node.id}" version="{s.node.version}">{body or escape(s.node.text)}'

@@ -13,6 +13,10 @@ from lightmem.store.graph import GraphStore
 from lightmem.text import content_terms
 from lightmem.types import Scope
 
+#: Least similarity-weighted share of the similar episodes that must endorse a skill
+#: (about one of the three nearest).
+SKILL_SUPPORT = 0.3
+
 
 @dataclass(frozen=True, slots=True)
 class Stage1:
@@ -76,28 +80,40 @@ class Stage1:
         ep_nodes = self.graph.get_nodes([i for i, _ in similar])
         episodic = tuple(ScoredNode(ep_nodes[i], s) for i, s in similar if i in ep_nodes)
 
-        # A skill is inherited from the similar episodes that distilled it (the best link
-        # counts), then ranked with its own fit to the task, since neighbouring episodes can
-        # belong to a different procedure.
-        inherited: dict[str, float] = {}
-        for e in self.graph.edges("distill", src=list(sources)):
-            inherited[e.dst] = max(inherited.get(e.dst, 0.0), sources[e.src] * e.weight)
-        skill_fit = dict(self.graph.vector_search("procedural", qv, scope, cfg.candidates))
-        skills = self.graph.get_nodes(list(inherited))
-        procedural = tuple(
-            sorted(
-                (
-                    ScoredNode(
-                        skills[i],
-                        s + cfg.dense_weight * max(0.0, skill_fit.get(i, 0.0)),
-                        f"inherited={s:.2f} fit={skill_fit.get(i, 0.0):.2f}",
-                    )
-                    for i, s in inherited.items()
-                    if i in skills and s > 0
-                ),
-                key=lambda s: -s.score,
-            )[: cfg.top_k_episodic]
-        )
+        # A skill is inherited along distill edges when the similar episodes endorse it:
+        # its support is the similarity-weighted share of those episodes that distilled
+        # into it (edge weight = how closely they followed it). A skill backed only by a
+        # minority of the neighbours (say, by episodes of another procedure) is left out.
+        # Among the endorsed, its track record (eta) and its own fit to the task rank it.
+        total_sim = sum(max(0.0, s) for _, s in similar) or 1.0
+        support: dict[str, float] = {}
+        for e in self.graph.edges("distill", src=[i for i, _ in similar]):
+            support[e.dst] = support.get(e.dst, 0.0) + max(0.0, sources[e.src]) * e.weight
+        # Fit is scored like facts are: dense plus normalised BM25 on the skill's text.
+        skill_dense = dict(self.graph.vector_search("procedural", qv, scope, cfg.candidates))
+        skill_bm = self.graph.text_search("procedural", content_terms(task), scope, cfg.candidates)
+        top_skill_bm = max((s for _, s in skill_bm), default=0.0) or 1.0
+        skill_fit = {
+            i: cfg.dense_weight * max(0.0, skill_dense.get(i, 0.0))
+            + cfg.bm25_weight * dict(skill_bm).get(i, 0.0) / top_skill_bm
+            for i in set(skill_dense) | {i for i, _ in skill_bm}
+        }
+        skills = self.graph.get_nodes(list(support))
+        ranked = []
+        for i, sup in support.items():
+            share = sup / total_sim
+            if i not in skills or share < SKILL_SUPPORT:
+                continue
+            eta = float(skills[i].data.get("eta", 1.0))
+            fit = skill_fit.get(i, 0.0)
+            ranked.append(
+                ScoredNode(
+                    skills[i],
+                    share * eta + fit,
+                    f"support={share:.2f} eta={eta:.2f} fit={fit:.2f}",
+                )
+            )
+        procedural = tuple(sorted(ranked, key=lambda s: -s.score)[: cfg.top_k_episodic])
         return Subgraph(task, semantic, episodic, procedural)
 
 

@@ -86,7 +86,7 @@ class Stage2:
         if not skills:
             return []
         skill = skills.get(fb.node_id or "") or sub.procedural[0].node
-        old_steps = [str(x) for x in skill.data.get("steps", [])]
+        old_steps = skill.steps
         if fb.steps:
             new_steps = list(fb.steps)
         else:

@@ -50,6 +50,8 @@ class Stage3:
     cfg: FluxMemConfig
 
     PROCEDURE_WEIGHT = 2.0
+    #: Least share of step verbs an episode must have in common with a skill to hand it on.
+    MIN_ALIGNMENT = 0.5
 
     def consolidate(self, scope: Scope, replay_fn: ReplayFn | None = None) -> ConsolidationReport:
         """Incremental: a cluster whose episodes already distil into a skill updates that
@@ -83,8 +85,9 @@ class Stage3:
             steps, curve, vec = self._refine(members, wins, existing, n_total, replay_fn)
             if not steps:
                 continue
-            eta = curve[-1] if curve else 0.0
-            skill_id = self._write(scope, steps, vec, members, existing, eta, report)
+            score = curve[-1] if curve else 0.0
+            eta = len(wins) / len(members)
+            skill_id = self._write(scope, steps, vec, members, existing, score, eta, report)
             if existing is None:
                 n_proc += 1
             report.curves[skill_id] = curve
@@ -139,6 +142,7 @@ class Stage3:
         members: Sequence[Node],
         existing: Node | None,
         score: float,
+        eta: float,
         report: ConsolidationReport,
     ) -> str:
         sources = sorted(m.id for m in members)
@@ -148,12 +152,18 @@ class Stage3:
                 kind="procedural",
                 text=skill_text(steps),
                 scope=scope,
-                data={"steps": steps, "versions": [], "source_episodes": sources, "pems": score},
+                data={
+                    "steps": steps,
+                    "versions": [],
+                    "source_episodes": sources,
+                    "pems": score,
+                    "eta": eta,
+                },
             )
             self.graph.add_node(node, vec, reason="stage3: induced skill")
             report.created.append(node.id)
             skill_id = node.id
-        elif [str(s) for s in existing.data.get("steps", [])] != steps:
+        elif existing.steps != steps:
             versions = [
                 *existing.data.get("versions", []),
                 {"version": existing.version, "steps": existing.data.get("steps", [])},
@@ -167,6 +177,7 @@ class Stage3:
                     "versions": versions,
                     "source_episodes": sources,
                     "pems": score,
+                    "eta": eta,
                 },
             )
             self.graph.update_node(new, vec, reason="stage3: refined skill")
@@ -175,13 +186,21 @@ class Stage3:
         else:
             report.unchanged.append(existing.id)
             skill_id = existing.id
-        have = {e.src: e.weight for e in self.graph.edges("distill", dst=[skill_id])}
+        # An episode distils into the skill as far as it succeeded by the skill's procedure:
+        # a cluster can hold episodes of another procedure, and those must not hand the
+        # skill on to tasks like theirs.
+        keys = {step_key(x) for x in steps}
+        have = {e.src: e for e in self.graph.edges("distill", dst=[skill_id])}
         for m in members:
-            weight = 1.0 if m.data.get("success") else 0.5
-            if have.get(m.id) != weight:
-                self.graph.add_edge(
-                    Edge("distill", m.id, skill_id, weight), reason="stage3: distill"
-                )
+            did = {step_key(str(x)) for x in m.data.get("trajectory", [])}
+            weight = 0.0
+            if m.data.get("success") and did:
+                weight = round(len(keys & did) / len(keys | did), 3)
+                weight = weight if weight >= self.MIN_ALIGNMENT else 0.0
+            if weight > 0 and (m.id not in have or have[m.id].weight != weight):
+                self.graph.add_edge(Edge("distill", m.id, skill_id, weight), "stage3: distill")
+            elif weight == 0 and m.id in have:
+                self.graph.remove_edge("distill", m.id, skill_id, "stage3: no longer follows")
         return skill_id
 
 

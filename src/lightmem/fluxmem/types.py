@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from lightmem.errors import StoreError
 from lightmem.types import Scope
 
 NodeKind = Literal["semantic", "episodic", "procedural"]
@@ -28,6 +29,17 @@ class Node:
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+    @property
+    def steps(self) -> list[str]:
+        """A skill's steps; a node whose stored steps are malformed raises StoreError."""
+        raw = self.data.get("steps", [])
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise StoreError(
+                f"graph node {self.id}: corrupted skill version {self.version} "
+                "(steps must be a list of strings); undo the change that wrote it"
+            )
+        return list(raw)
 
     def to_dict(self) -> dict[str, Any]:
         return {
