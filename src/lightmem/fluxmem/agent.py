@@ -152,33 +152,34 @@ class FluxMemAgent:
     ) -> TaskOutcome:
         """Run ``execute_fn(context)`` until it succeeds or the refinement rounds run out."""
         flow = self._flow(validate.query(task), max_rounds)
-        request = next(flow)
-        while True:
+        done, value = _advance(flow, None)
+        while not done:
+            assert isinstance(value, str)
             try:
-                reply: StepResult | _Crash = execute_fn(request)
+                reply: StepResult | _Crash = execute_fn(value)
             except Exception as exc:  # the user's code: record, then re-raise as ours
                 reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
-            try:
-                request = flow.send(reply)
-            except StopIteration as done:
-                return _finish(done.value)
+            done, value = _advance(flow, reply)
+        assert isinstance(value, TaskOutcome)
+        return _finish(value)
 
     async def arun_task(
         self, task: str, execute_fn: ExecuteFn, *, max_rounds: int | None = None
     ) -> TaskOutcome:
-        """Async :meth:`run_task`; graph work runs in a worker thread."""
+        """Async :meth:`run_task` (``execute_fn`` may be sync or async); graph work runs in a
+        worker thread so the event loop stays free."""
         flow = self._flow(validate.query(task), max_rounds)
-        request = await asyncio.to_thread(next, flow)
-        while True:
+        done, value = await asyncio.to_thread(_advance, flow, None)
+        while not done:
+            assert isinstance(value, str)
             try:
-                out = execute_fn(request)
+                out = execute_fn(value)
                 reply: StepResult | _Crash = await out if inspect.isawaitable(out) else out
             except Exception as exc:
                 reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
-            try:
-                request = await asyncio.to_thread(flow.send, reply)
-            except StopIteration as done:
-                return _finish(done.value)
+            done, value = await asyncio.to_thread(_advance, flow, reply)
+        assert isinstance(value, TaskOutcome)
+        return _finish(value)
 
     def _flow(
         self, task: str, max_rounds: int | None
@@ -299,6 +300,16 @@ class FluxMemAgent:
 
     def stats(self) -> dict[str, int]:
         return self.graph.graph_counts(self.scope)
+
+
+def _advance(
+    flow: Generator[str, StepResult | _Crash, TaskOutcome], reply: StepResult | _Crash | None
+) -> tuple[bool, str | TaskOutcome]:
+    """One step of the task loop: (False, next context) or (True, outcome)."""
+    try:
+        return False, next(flow) if reply is None else flow.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _finish(outcome: TaskOutcome) -> TaskOutcome:
