@@ -328,3 +328,36 @@ def test_bench_fluxmem_cli(tmp_path: Path) -> None:
         timeout=120,
     )
     assert demo.returncode == 0 and "link_prune" in demo.stdout and "Solved" in demo.stdout
+
+
+def test_llm_reasoner_over_http(tmp_path: Path) -> None:
+    from lightmem.fluxmem import LLMReasoner
+    from lightmem.llm import OpenAIChatClient
+    from lightmem.testing import OpenAIStubServer, ScriptedLLM
+
+    with OpenAIStubServer(chat_handler=ScriptedLLM()) as stub:
+        client = OpenAIChatClient("stub", base_url=stub.base_url, api_key="k")
+        agent = FluxMemAgent.open(tmp_path / "llm.db", reasoner=LLMReasoner(client))
+        agent.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS])
+        calls = []
+
+        def execute(ctx: str) -> StepResult:
+            calls.append(ctx)
+            if len(calls) == 1:  # free text: the model attributes it
+                return StepResult("x", "the spreadsheet tool was misleading here", False)
+            return StepResult("ok", None, True, ("group rows", "derive ratio", "compare"))
+
+        outcome = agent.run_task("Which team has the most goals per player?", execute)
+        assert outcome.success and [r.op for r in outcome.repairs] == ["link_prune"]
+        ops = {r.op: r.calls for r in client.ledger.totals()}
+        assert ops["fluxmem.verify"] >= 2 and ops["fluxmem.attribute"] == 1
+        for i in range(3):
+            agent.run_task(
+                f"Which team has the fewest goals per player? ({i})",
+                lambda c: StepResult("ok", None, True, ("group rows", "derive ratio", "compare")),
+            )
+        report = agent.consolidate()
+        assert report.created
+        assert {r.op for r in client.ledger.totals()} >= {"fluxmem.induce"}
+        body = next(b for b in stub.counters.bodies if '"scores"' in b["messages"][0]["content"])
+        assert "<data>" in body["messages"][1]["content"]

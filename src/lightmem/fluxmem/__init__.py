@@ -2,7 +2,7 @@
 
 from lightmem.fluxmem.agent import FluxMemAgent, TaskExecutionError
 from lightmem.fluxmem.config import FluxMemConfig
-from lightmem.fluxmem.reasoner import OfflineReasoner, Reasoner
+from lightmem.fluxmem.reasoner import LLMReasoner, OfflineReasoner, Reasoner
 from lightmem.fluxmem.stage3 import ConsolidationReport
 from lightmem.fluxmem.types import (
     Edge,
@@ -21,6 +21,7 @@ __all__ = [
     "Feedback",
     "FluxMemAgent",
     "FluxMemConfig",
+    "LLMReasoner",
     "Node",
     "OfflineReasoner",
     "Reasoner",

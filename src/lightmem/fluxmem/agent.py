@@ -71,11 +71,13 @@ class FluxMemAgent:
         path: str | Path,
         *,
         config: FluxMemConfig | None = None,
+        reasoner: Reasoner | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> FluxMemAgent:
-        """An agent on a SQLite store file with the offline defaults."""
+        """An agent on a SQLite store file with the offline embedder; ``reasoner`` defaults
+        to the offline rules (pass ``LLMReasoner(client)`` to use a model)."""
         from lightmem.embed.wordllama import WordLlamaEmbedder
         from lightmem.store.sqlite import SQLiteStore
         from lightmem.store.sqlite_graph import SQLiteGraphStore
@@ -86,6 +88,7 @@ class FluxMemAgent:
         return cls(
             SQLiteGraphStore(store),
             embedder,
+            reasoner=reasoner,
             config=config,
             user_id=user_id,
             agent_id=agent_id,

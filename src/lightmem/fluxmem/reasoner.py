@@ -12,7 +12,11 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
+from lightmem.fluxmem.prompts import attribute as attribute_prompt
+from lightmem.fluxmem.prompts import steps as steps_prompt
+from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
+from lightmem.llm.base import LLMClient
 from lightmem.text import content_terms
 
 _KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
@@ -123,3 +127,70 @@ def _generalise(variants: Counter[str]) -> str:
     return " ".join(
         w if all(v[i].lower() == w.lower() for v in same_len) else "X" for i, w in enumerate(top)
     )
+
+
+class LLMReasoner:
+    """The LLM versions of FluxMem's judgements (same ledger as every other model call).
+
+    Structured feedback from the environment is used as given; only free-text feedback is
+    attributed by the model."""
+
+    name = "llm"
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+
+    def verify(self, task: str, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        return self.client.complete_json(
+            verify_prompt.build(task, texts),
+            lambda obj: verify_prompt.parse(obj, len(texts)),
+            op="fluxmem.verify",
+        )
+
+    def attribute(self, task: str, feedback: str | Feedback | None) -> Feedback:
+        if isinstance(feedback, Feedback):
+            return feedback
+        return self.client.complete_json(
+            attribute_prompt.build(task, feedback or "the step failed without feedback"),
+            attribute_prompt.parse,
+            op="fluxmem.attribute",
+        )
+
+    def induce(self, trajectories: Sequence[Sequence[str]]) -> list[str]:
+        if not trajectories:
+            return []
+        payload = {"trajectories": steps_prompt.trajectories(trajectories)}
+        return self.client.complete_json(
+            steps_prompt.build(steps_prompt.INDUCE, payload),
+            steps_prompt.parse,
+            op="fluxmem.induce",
+        )
+
+    def refine(
+        self,
+        steps: Sequence[str],
+        successful: Sequence[Sequence[str]],
+        failing: Sequence[Sequence[str]],
+    ) -> list[str]:
+        if not failing:
+            return list(steps)
+        payload = {
+            "skill": list(steps),
+            "successful": steps_prompt.trajectories(successful),
+            "failing": steps_prompt.trajectories(failing),
+        }
+        return self.client.complete_json(
+            steps_prompt.build(steps_prompt.REFINE, payload),
+            steps_prompt.parse,
+            op="fluxmem.refine",
+        )
+
+    def reshape(self, steps: Sequence[str], detail: str, reference: str) -> list[str]:
+        payload = {"skill": list(steps), "problem": detail, "reference": reference}
+        return self.client.complete_json(
+            steps_prompt.build(steps_prompt.RESHAPE, payload),
+            steps_prompt.parse,
+            op="fluxmem.reshape",
+        )

@@ -16,7 +16,8 @@ class ScriptedLLM:
     anything a fault test needs). Otherwise it answers lightmem's prompts deterministically:
     flat extraction returns one fact per turn citing that turn; event extraction makes one
     event per day binding those facts, each following the one before; update deletes an
-    earlier memory whose words all appear in the newer one and ignores the rest.
+    earlier memory whose words all appear in the newer one and ignores the rest; FluxMem's
+    prompts get the offline reasoner's answers.
     """
 
     def __init__(self) -> None:
@@ -33,6 +34,8 @@ class ScriptedLLM:
                 return self._queue.pop(0)
         body = _unfence(str(messages[1]["content"]))
         system = str(messages[0]["content"])
+        if '{"scores"' in system or '{"steps"' in system or '"kind": "missing' in system:
+            return _fluxmem(system, json.loads(body))
         if '{"label": "CORRECT"}' in system:
             gold = body.split("GOLD: ", 1)[1].split("\n", 1)[0]
             said = body.split("GENERATED: ", 1)[1].split("\n", 1)[0]
@@ -88,3 +91,25 @@ def _update(item: dict[str, Any]) -> list[dict[str, str]]:
 
 def _unfence(text: str) -> str:
     return text.split("<data>", 1)[1].rsplit("</data>", 1)[0].strip()
+
+
+def _fluxmem(system: str, data: dict[str, Any]) -> str:
+    """FluxMem prompts, answered by the offline reasoner's rules."""
+    from lightmem.fluxmem.reasoner import OfflineReasoner
+
+    rules = OfflineReasoner()
+    if '{"scores"' in system:
+        return json.dumps({"scores": rules.verify(data["task"], data["facts"])})
+    if '"kind": "missing' in system:
+        fb = rules.attribute(data["task"], data["feedback"])
+        return json.dumps({"kind": fb.kind, "detail": fb.detail})
+    if "trajectories" in data:
+        return json.dumps({"steps": rules.induce(data["trajectories"]) or ["observe"]})
+    if "failing" in data:
+        return json.dumps(
+            {
+                "steps": rules.refine(data["skill"], data["successful"], data["failing"])
+                or ["observe"]
+            }
+        )
+    return json.dumps({"steps": rules.reshape(data["skill"], data["problem"], data["reference"])})

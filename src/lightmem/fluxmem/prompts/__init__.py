@@ -1,0 +1,1 @@
+"""FluxMem's prompts, one module each (verify, attribute, steps), user text fenced as data."""
