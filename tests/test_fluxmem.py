@@ -361,3 +361,19 @@ def test_llm_reasoner_over_http(tmp_path: Path) -> None:
         assert {r.op for r in client.ledger.totals()} >= {"fluxmem.induce"}
         body = next(b for b in stub.counters.bodies if '"scores"' in b["messages"][0]["content"])
         assert "<data>" in body["messages"][1]["content"]
+
+
+def test_replay_fn_sets_eta(agent: FluxMemAgent) -> None:
+    _train(agent, 12)
+    seen: list[tuple[str, str]] = []
+
+    def replay(skill_text: str, task: str) -> bool:
+        seen.append((skill_text, task))
+        return "derive" in skill_text  # only rate skills replay successfully
+
+    report = agent.consolidate(replay_fn=replay)
+    assert seen and all(t for _, t in seen)
+    assert report.curves and all(c for c in report.curves.values())
+    for skill in agent.graph.nodes("procedural", agent.scope):
+        replayed = "derive" in skill.text
+        assert (skill.data["pems"] > 0) is replayed
