@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from lightmem import validate
 from lightmem.config import (
@@ -17,7 +19,7 @@ from lightmem.config import (
     parse_config,
 )
 from lightmem.embed.base import Embedder
-from lightmem.errors import InvalidInputError, NotFoundError
+from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
@@ -44,6 +46,21 @@ from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.store.base import MemoryStore
 from lightmem.store.sqlite import entry_from_dict
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, RetrievalResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _serialised(
+    method: Callable[Concatenate[LightMemory, P], R],
+) -> Callable[Concatenate[LightMemory, P], R]:
+    def wrapper(self: LightMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._write_lock:
+            return method(self, *args, **kwargs)
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
+
 
 _ROLES = {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
 
@@ -94,13 +111,24 @@ class LightMemory:
             ),
         )
         self._retriever = Retriever(store, embedder)
+        # Writers share one pipeline state (the buffers): one at a time per instance.
+        # Retrieval does not take it.
+        self._write_lock = threading.RLock()
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None = None) -> LightMemory:
-        """Build from the published config shape; unknown keys raise :class:`ConfigError`."""
+    def from_config(
+        cls, config: Mapping[str, Any] | None = None, *, embedder: Embedder | None = None
+    ) -> LightMemory:
+        """Build from the published config shape; unknown keys raise :class:`ConfigError`.
+
+        ``embedder``: an already loaded embedder to use instead of ``text_embedder`` (say,
+        one model shared by many stores, each with its own ledger via ``with_ledger``).
+        """
         settings = parse_config(config)
-        ledger = Ledger()
-        embedder = build_embedder(settings, ledger)
+        if embedder is not None and config and "text_embedder" in config:
+            raise ConfigError("text_embedder: given both in the config and as an instance")
+        ledger = embedder.ledger if embedder is not None else Ledger()
+        embedder = embedder or build_embedder(settings, ledger)
         compressor = build_compressor(settings)
         llm = build_llm(settings, ledger)
         manager: MemoryManager | None = None
@@ -128,6 +156,7 @@ class LightMemory:
             raise
 
     # -- ingestion ------------------------------------------------------------------------
+    @_serialised
     def add_memory(
         self,
         messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
@@ -152,6 +181,7 @@ class LightMemory:
         self._save_usage()
         return result
 
+    @_serialised
     def flush(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> IngestResult:
@@ -252,6 +282,7 @@ class LightMemory:
         entry = self.get(entry_id, **scope_kw)
         return self.store.get_messages(entry.scope, entry.source_ids)
 
+    @_serialised
     def update(
         self,
         entry_id: str,
@@ -271,6 +302,7 @@ class LightMemory:
         self._save_usage()
         return out
 
+    @_serialised
     def delete(
         self,
         entry_id: str,
@@ -297,6 +329,7 @@ class LightMemory:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
         return events
 
+    @_serialised
     def restore(
         self,
         entry_id: str,
@@ -321,6 +354,7 @@ class LightMemory:
         return out
 
     # -- offline update ---------------------------------------------------------------------
+    @_serialised
     def construct_update_queue_all_entries(
         self,
         top_k: int = 20,
@@ -339,6 +373,7 @@ class LightMemory:
         self.store.save_update_queue(queue)
         return len(queue)
 
+    @_serialised
     def offline_update_all_entries(
         self,
         score_threshold: float = 0.8,
@@ -362,6 +397,7 @@ class LightMemory:
         self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
         run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
 
+    @_serialised
     def summarize(
         self,
         time_window: object = "7d",

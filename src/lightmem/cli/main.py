@@ -15,6 +15,8 @@ from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
+_DATA_DIR = os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -54,6 +56,29 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("id")
 
     sub.add_parser("stats", help="counts and model usage of the store")
+
+    sv = sub.add_parser("serve", help="REST API and viewer (/ui); needs lightmem[server]")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8765)
+    sv.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys")
+    sv.add_argument("--max-body-mb", type=float, default=8.0)
+
+    mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
+    mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mc.add_argument("--host", default="127.0.0.1")
+    mc.add_argument("--port", type=int, default=8766)
+    mc.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys (http)")
+
+    ks = sub.add_parser("keys", help="API keys for the HTTP servers")
+    ksub = ks.add_subparsers(dest="keys", required=True)
+    kc = ksub.add_parser("create", help="create a key for a tenant (printed once)")
+    kc.add_argument("--tenant", required=True)
+    kc.add_argument("--data-dir", default=_DATA_DIR)
+    kl = ksub.add_parser("list", help="list keys (prefixes only)")
+    kl.add_argument("--data-dir", default=_DATA_DIR)
+    kr = ksub.add_parser("revoke", help="revoke a key by its prefix")
+    kr.add_argument("prefix")
+    kr.add_argument("--data-dir", default=_DATA_DIR)
 
     b = sub.add_parser("bench", help="benchmarks (print JSON)")
     bsub = b.add_subparsers(dest="bench", required=True)
@@ -123,6 +148,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "bench":
         return _bench(args)
+    if args.command in ("serve", "mcp", "keys"):
+        from lightmem.cli import serve
+
+        return serve.dispatch(args, _config(args))
     with LightMemory.from_config(_config(args)) as mem:
         if args.command == "add":
             return _add(mem, args)

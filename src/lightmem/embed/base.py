@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -28,6 +29,12 @@ class Embedder(ABC):
 
     def __init__(self, ledger: Ledger | None = None) -> None:
         self.ledger = ledger if ledger is not None else Ledger()
+
+    def with_ledger(self, ledger: Ledger) -> Embedder:
+        """The same model (not reloaded) accounting into another ledger, e.g. per tenant."""
+        twin = copy.copy(self)
+        twin.ledger = ledger
+        return twin
 
     @abstractmethod
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:

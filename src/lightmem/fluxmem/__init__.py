@@ -1,6 +1,6 @@
 """FluxMem: memory as one evolving graph of semantic facts, episodes and skills."""
 
-from lightmem.fluxmem.agent import FluxMemAgent, TaskExecutionError
+from lightmem.fluxmem.agent import FluxMemAgent, TaskExecutionError, TaskSession
 from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.reasoner import LLMReasoner, OfflineReasoner, Reasoner
 from lightmem.fluxmem.stage3 import ConsolidationReport
@@ -31,4 +31,5 @@ __all__ = [
     "Subgraph",
     "TaskExecutionError",
     "TaskOutcome",
+    "TaskSession",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -184,6 +185,11 @@ class FluxMemAgent:
         assert isinstance(value, TaskOutcome)
         return _finish(value)
 
+    def start_task(self, task: str, *, max_rounds: int | None = None) -> TaskSession:
+        """Drive a task from outside the process (REST or MCP clients): read
+        ``session.context``, act, ``session.report(StepResult)``, until ``session.outcome``."""
+        return TaskSession(self._flow(validate.query(task), max_rounds))
+
     def _flow(
         self, task: str, max_rounds: int | None
     ) -> Generator[str, StepResult | _Crash, TaskOutcome]:
@@ -303,6 +309,41 @@ class FluxMemAgent:
 
     def stats(self) -> dict[str, int]:
         return self.graph.graph_counts(self.scope)
+
+
+class TaskSession:
+    """One task run in progress; see :meth:`FluxMemAgent.start_task`."""
+
+    def __init__(self, flow: Generator[str, StepResult | _Crash, TaskOutcome]) -> None:
+        self._flow = flow
+        self._lock = threading.Lock()
+        self.context: str | None = None
+        self.outcome: TaskOutcome | None = None
+        self._take(*_advance(flow, None))
+
+    def report(self, result: StepResult) -> None:
+        """Feed back the result of acting on :attr:`context`."""
+        if not isinstance(result, StepResult):
+            raise InvalidInputError(f"result: expected a StepResult, got {type(result).__name__}")
+        self._send(result)
+
+    def abandon(self, reason: str = "abandoned by the client") -> None:
+        """Give up: the episode is recorded as failed with ``reason``."""
+        self._send(_Crash(reason))
+
+    def _send(self, reply: StepResult | _Crash) -> None:
+        with self._lock:
+            if self.outcome is not None:
+                raise InvalidInputError("session: the task has already finished")
+            self._take(*_advance(self._flow, reply))
+
+    def _take(self, done: bool, value: str | TaskOutcome) -> None:
+        if done:
+            assert isinstance(value, TaskOutcome)
+            self.outcome, self.context = value, None
+        else:
+            assert isinstance(value, str)
+            self.context = value
 
 
 def _advance(

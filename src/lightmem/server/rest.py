@@ -1,0 +1,371 @@
+"""The REST API (FastAPI, ASGI) with the memory viewer at ``/ui``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from lightmem.errors import (
+    BackendError,
+    ConfigError,
+    InvalidInputError,
+    LightMemError,
+    NotFoundError,
+    StoreError,
+)
+from lightmem.server import service
+from lightmem.server.tenancy import KeyRegistry, Tenant, TenantPool
+
+Scope = dict[str, str | None]
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScopeFields(_Body):
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+
+class AddBody(ScopeFields):
+    messages: list[dict[str, Any]] | dict[str, Any]
+    force_segment: bool = False
+    force_extract: bool = False
+
+
+class SearchBody(ScopeFields):
+    query: str
+    limit: int | None = None
+    filters: dict[str, Any] | None = None
+    mode: str | None = None
+    budget_tokens: int | None = None
+
+
+class UpdateBody(ScopeFields):
+    text: str
+
+
+class RestoreBody(ScopeFields):
+    version: int | None = None
+
+
+class OfflineUpdateBody(ScopeFields):
+    top_k: int = 20
+    keep_top_n: int = 10
+    score_threshold: float = 0.8
+
+
+class SummarizeBody(ScopeFields):
+    time_window: str | float = "7d"
+    retrieval_scope: str = "global"
+
+
+class KnowledgeBody(_Body):
+    docs: str | list[str] | list[dict[str, str]]
+    source: str = ""
+
+
+class TaskBody(_Body):
+    task: str
+    max_rounds: int | None = None
+
+
+class StepBody(_Body):
+    result: Any = None
+    success: bool
+    feedback: str | dict[str, Any] | None = None
+    actions: list[str] = Field(default_factory=list)
+
+
+def _scope_of(body: ScopeFields) -> Scope:
+    return {"user_id": body.user_id, "agent_id": body.agent_id, "run_id": body.run_id}
+
+
+_STATUS = (
+    (NotFoundError, 404),
+    (InvalidInputError, 422),
+    (ConfigError, 400),
+    (BackendError, 502),
+    (StoreError, 503),
+)
+
+
+def create_app(
+    pool: TenantPool, keys: KeyRegistry, *, max_body_bytes: int = DEFAULT_MAX_BODY
+) -> FastAPI:
+    """The ASGI app: every ``/v1`` route needs ``Authorization: Bearer <key>`` (or
+    ``X-API-Key``); the key selects the tenant and nothing outside it is reachable."""
+    app = FastAPI(
+        title="lightmem",
+        version="0.1.0",
+        description="Long-term memory for LLM agents (LightMem + FluxMem).",
+    )
+
+    app.state.pool = pool
+    app.state.keys = keys
+
+    @app.exception_handler(_Unauthorized)
+    async def unauthorized(_: Request, __: Exception) -> JSONResponse:
+        return _error(
+            401, "Unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"}
+        )
+
+    @app.exception_handler(LightMemError)
+    async def lightmem_error(_: Request, exc: Exception) -> JSONResponse:
+        status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
+        return _error(status, type(exc).__name__, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":
+            return _error(422, "InvalidInputError", f"body: malformed JSON ({first.get('msg')})")
+        field = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        return _error(422, "InvalidInputError", f"{field}: {first.get('msg', 'invalid')}")
+
+    # -- LightMem -----------------------------------------------------------------------
+    @app.post("/v1/memories", tags=["memory"])
+    def add_memory(body: AddBody, t: TenantDep) -> dict[str, Any]:
+        return service.add_memory(
+            t,
+            body.messages,
+            scope=_scope_of(body),
+            force_segment=body.force_segment,
+            force_extract=body.force_extract,
+        )
+
+    @app.post("/v1/memories/search", tags=["memory"])
+    def search(body: SearchBody, t: TenantDep) -> dict[str, Any]:
+        return service.retrieve(
+            t,
+            body.query,
+            limit=body.limit,
+            filters=body.filters,
+            mode=body.mode,
+            budget_tokens=body.budget_tokens,
+            scope=_scope_of(body),
+        )
+
+    @app.get("/v1/memories", tags=["memory"])
+    def list_memories(
+        t: TenantDep,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        kind: str | None = None,
+        speaker: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        filters = {k: v for k, v in (("kind", kind), ("speaker", speaker)) if v is not None}
+        return service.list_memories(
+            t,
+            filters=filters or None,
+            limit=limit,
+            offset=offset,
+            scope={"user_id": user_id, "agent_id": agent_id, "run_id": run_id},
+        )
+
+    @app.get("/v1/memories/{entry_id}", tags=["memory"])
+    def get_memory(entry_id: str, t: TenantDep) -> dict[str, Any]:
+        return service.get_memory(t, entry_id)
+
+    @app.patch("/v1/memories/{entry_id}", tags=["memory"])
+    def update_memory(entry_id: str, body: UpdateBody, t: TenantDep) -> dict[str, Any]:
+        return service.update_memory(t, entry_id, body.text, _scope_of(body))
+
+    @app.delete("/v1/memories/{entry_id}", tags=["memory"])
+    def delete_memory(entry_id: str, t: TenantDep) -> dict[str, Any]:
+        return service.delete_memory(t, entry_id)
+
+    @app.get("/v1/memories/{entry_id}/history", tags=["memory"])
+    def history(entry_id: str, t: TenantDep) -> dict[str, Any]:
+        return service.memory_history(t, entry_id)
+
+    @app.post("/v1/memories/{entry_id}/restore", tags=["memory"])
+    def restore(entry_id: str, body: RestoreBody, t: TenantDep) -> dict[str, Any]:
+        return service.restore_memory(t, entry_id, body.version, _scope_of(body))
+
+    @app.post("/v1/update", tags=["memory"])
+    def offline_update(body: OfflineUpdateBody, t: TenantDep) -> dict[str, Any]:
+        return service.offline_update(
+            t,
+            top_k=body.top_k,
+            keep_top_n=body.keep_top_n,
+            score_threshold=body.score_threshold,
+            scope=_scope_of(body),
+        )
+
+    @app.post("/v1/summarize", tags=["memory"])
+    def summarize(body: SummarizeBody, t: TenantDep) -> dict[str, Any]:
+        return service.summarize(
+            t,
+            time_window=body.time_window,
+            retrieval_scope=body.retrieval_scope,
+            scope=_scope_of(body),
+        )
+
+    @app.get("/v1/stats", tags=["memory"])
+    def stats(t: TenantDep) -> dict[str, Any]:
+        return service.stats(t)
+
+    # -- FluxMem ------------------------------------------------------------------------
+    @app.post("/v1/fluxmem/knowledge", tags=["fluxmem"])
+    def add_knowledge(body: KnowledgeBody, t: TenantDep) -> dict[str, Any]:
+        return service.add_knowledge(t, body.docs, body.source)
+
+    @app.post("/v1/fluxmem/tasks", tags=["fluxmem"])
+    def start_task(body: TaskBody, t: TenantDep) -> dict[str, Any]:
+        return service.start_task(t, body.task, body.max_rounds)
+
+    @app.post("/v1/fluxmem/tasks/{session_id}/steps", tags=["fluxmem"])
+    def record_step(session_id: str, body: StepBody, t: TenantDep) -> dict[str, Any]:
+        return service.record_step(
+            t,
+            session_id,
+            result=body.result,
+            success=body.success,
+            feedback=body.feedback,
+            actions=body.actions,
+        )
+
+    @app.post("/v1/fluxmem/consolidate", tags=["fluxmem"])
+    def consolidate(t: TenantDep) -> dict[str, Any]:
+        return service.consolidate(t)
+
+    @app.get("/v1/fluxmem/subgraph", tags=["fluxmem"])
+    def subgraph(task: str, t: TenantDep) -> dict[str, Any]:
+        return service.show_subgraph(t, task)
+
+    @app.get("/v1/fluxmem/graph", tags=["fluxmem"])
+    def graph(t: TenantDep, limit: Annotated[int, Query(ge=1, le=5000)] = 500) -> dict[str, Any]:
+        return service.graph(t, limit)
+
+    @app.get("/v1/fluxmem/history", tags=["fluxmem"])
+    def graph_history(
+        t: TenantDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> dict[str, Any]:
+        return service.graph_history(t, limit)
+
+    # -- viewer -------------------------------------------------------------------------
+    ui_dir = resources.files("lightmem.server") / "ui"
+    app.mount("/ui", StaticFiles(directory=str(ui_dir), html=True), name="ui")
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
+    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)
+    return app
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+def _tenant(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> Tenant:
+    """The caller's tenant, from ``Authorization: Bearer <key>`` or ``X-API-Key``."""
+    key = x_api_key
+    if authorization and authorization.lower().startswith("bearer "):
+        key = authorization[7:].strip()
+    name = request.app.state.keys.tenant_for(key)
+    if name is None:
+        raise _Unauthorized()
+    tenant: Tenant = request.app.state.pool.get(name)
+    return tenant
+
+
+TenantDep = Annotated[Tenant, Depends(_tenant)]
+
+
+def _error(
+    status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status, headers=headers)
+
+
+class _BodyLimit:
+    """413 for bodies over ``max_bytes``, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await _send_413(send, self.max_bytes)
+            return
+        # Read the body first (at most max_bytes of it), then replay it to the app, so an
+        # oversize chunked body is refused before any handler sees a byte of it.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, receive, send)  # disconnect: let the app see it
+                return
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                await _send_413(send, self.max_bytes)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Any:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
+    body = json.dumps(
+        {"error": {"type": "PayloadTooLarge", "message": f"body: larger than {limit} bytes"}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,275 @@
+"""The operations the REST API and the MCP server both expose, written once.
+
+Every function takes the caller's :class:`Tenant` (resolved from its API key) and returns
+plain JSON-able data; validation errors are the library's own ``LightMemError``s.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightmem.errors import InvalidInputError, NotFoundError
+from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.types import Feedback, ScoredNode, StepResult
+from lightmem.server.tenancy import LiveSession, Tenant
+
+SESSION_IDLE_S = 3600.0
+
+
+def _scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
+    scope = scope or {}
+    unknown = set(scope) - {"user_id", "agent_id", "run_id"}
+    if unknown:
+        raise InvalidInputError(f"scope.{sorted(unknown)[0]}: unknown scope field")
+    return {k: scope.get(k) for k in ("user_id", "agent_id", "run_id")}
+
+
+def add_memory(
+    t: Tenant,
+    messages: Any,
+    *,
+    scope: Mapping[str, Any] | None = None,
+    force_segment: bool = False,
+    force_extract: bool = False,
+) -> dict[str, Any]:
+    result = t.memory.add_memory(
+        messages, force_segment=force_segment, force_extract=force_extract, **_scope(scope)
+    )
+    return result.to_dict()
+
+
+def retrieve(
+    t: Tenant,
+    query: str,
+    *,
+    limit: int | None = None,
+    filters: Mapping[str, Any] | None = None,
+    mode: str | None = None,
+    budget_tokens: int | None = None,
+    scope: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    results = t.memory.retrieve(
+        query, limit, filters, mode=mode, budget_tokens=budget_tokens, **_scope(scope)
+    )
+    return {
+        "results": [r.to_dict() for r in results],
+        "context": t.memory.format_context(results),
+    }
+
+
+def get_memory(t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    sc = _scope(scope)
+    entry = t.memory.get(entry_id, **sc)
+    sources = [
+        {
+            "id": m.id,
+            "role": m.role,
+            "speaker": m.speaker,
+            "content": m.content,
+            "timestamp": m.timestamp.isoformat() if m.timestamp else None,
+        }
+        for m in t.memory.sources(entry_id, **sc)
+    ]
+    return {**entry.to_dict(), "sources": sources}
+
+
+def list_memories(
+    t: Tenant,
+    *,
+    filters: Mapping[str, Any] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    scope: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    items = t.memory.list_entries(filters, limit=limit + 1, offset=offset, **_scope(scope))
+    page = items[:limit]
+    return {
+        "items": [e.to_dict() for e in page],
+        "limit": limit,
+        "offset": offset,
+        "next_offset": offset + limit if len(items) > limit else None,
+    }
+
+
+def update_memory(
+    t: Tenant, entry_id: str, text: str, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return t.memory.update(entry_id, text, **_scope(scope)).to_dict()
+
+
+def delete_memory(
+    t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"deleted": t.memory.delete(entry_id, **_scope(scope)).id}
+
+
+def memory_history(
+    t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"events": [e.to_dict() for e in t.memory.history(entry_id, **_scope(scope))]}
+
+
+def restore_memory(
+    t: Tenant, entry_id: str, version: int | None = None, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return t.memory.restore(entry_id, version, **_scope(scope)).to_dict()
+
+
+def offline_update(
+    t: Tenant,
+    *,
+    top_k: int = 20,
+    keep_top_n: int = 10,
+    score_threshold: float = 0.8,
+    scope: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    sc = _scope(scope)
+    queued = t.memory.construct_update_queue_all_entries(top_k, keep_top_n, **sc)
+    report = t.memory.offline_update_all_entries(score_threshold, **sc)
+    return {"queued": queued, **report.to_dict()}
+
+
+def summarize(
+    t: Tenant,
+    *,
+    time_window: str | float = "7d",
+    retrieval_scope: str = "global",
+    scope: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return t.memory.summarize(time_window, retrieval_scope, **_scope(scope)).to_dict()
+
+
+def stats(t: Tenant, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    out = t.memory.stats(**_scope(scope))
+    out.pop("store", None)  # a server path is none of the client's business
+    return {**out, "graph": t.agent.stats()}
+
+
+# -- FluxMem --------------------------------------------------------------------------------
+def add_knowledge(t: Tenant, docs: Any, source: str = "") -> dict[str, Any]:
+    return {"ids": t.agent.add_knowledge(docs, source=source)}
+
+
+def start_task(t: Tenant, task: str, max_rounds: int | None = None) -> dict[str, Any]:
+    _expire_sessions(t)
+    session = t.agent.start_task(task, max_rounds=max_rounds)
+    if session.outcome is not None:
+        return {"session_id": None, "context": None, "outcome": _outcome(session.outcome)}
+    sid = uuid.uuid4().hex
+    with t.lock:
+        t.sessions[sid] = LiveSession(session, time.monotonic())
+    return {"session_id": sid, "context": session.context, "outcome": None}
+
+
+def record_step(
+    t: Tenant,
+    session_id: str,
+    *,
+    result: Any,
+    success: bool,
+    feedback: str | Mapping[str, Any] | None = None,
+    actions: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Report what the agent did with the last context; returns the next context (after any
+    Stage II repairs) or the task's outcome."""
+    with t.lock:
+        live = t.sessions.get(session_id)
+    if live is None:
+        raise NotFoundError(f"session_id: no task session {session_id!r}")
+    session = live.session
+    if not isinstance(success, bool):
+        raise InvalidInputError("success: expected a boolean")
+    if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
+        raise InvalidInputError("actions: expected a list of strings")
+    session.report(StepResult(result, _feedback(feedback), success, tuple(actions)))
+    live.last_used = time.monotonic()
+    if session.outcome is not None:
+        with t.lock:
+            t.sessions.pop(session_id, None)
+        return {"session_id": session_id, "context": None, "outcome": _outcome(session.outcome)}
+    return {"session_id": session_id, "context": session.context, "outcome": None}
+
+
+def consolidate(t: Tenant) -> dict[str, Any]:
+    return t.agent.consolidate().to_dict()
+
+
+def show_subgraph(t: Tenant, task: str) -> dict[str, Any]:
+    sub = t.agent.subgraph(task)
+
+    def view(items: Sequence[ScoredNode]) -> list[dict[str, Any]]:
+        return [{**s.node.to_dict(), "score": s.score, "why": s.why} for s in items]
+
+    return {
+        "task": task,
+        "semantic": view(sub.semantic),
+        "episodic": view(sub.episodic),
+        "procedural": view(sub.procedural),
+        "context": serialize(sub),
+    }
+
+
+def graph(t: Tenant, limit: int = 500) -> dict[str, Any]:
+    """Nodes and edges for the viewer (newest ``limit`` nodes of each kind)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 5000:
+        raise InvalidInputError("limit: expected an integer in [1, 5000]")
+    scope = t.agent.scope
+    nodes = [
+        n
+        for kind in ("semantic", "episodic", "procedural")
+        for n in t.agent.graph.nodes(kind, scope)[-limit:]
+    ]
+    ids = [n.id for n in nodes]
+    edges = t.agent.graph.edges(src=ids, dst=ids)
+    return {
+        "nodes": [
+            {"id": n.id, "kind": n.kind, "text": n.text, "version": n.version} for n in nodes
+        ],
+        "edges": [e.to_dict() for e in edges],
+    }
+
+
+def graph_history(t: Tenant, limit: int = 100) -> dict[str, Any]:
+    return {"events": t.agent.history(limit)}
+
+
+def _feedback(raw: str | Mapping[str, Any] | None) -> str | Feedback | None:
+    if raw is None or isinstance(raw, str):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError("feedback: expected text or {kind, detail, node_id, steps}")
+    kind = raw.get("kind")
+    if kind not in ("missing", "noise", "granularity"):
+        raise InvalidInputError("feedback.kind: must be 'missing', 'noise' or 'granularity'")
+    steps = raw.get("steps") or ()
+    if isinstance(steps, str) or not all(isinstance(s, str) for s in steps):
+        raise InvalidInputError("feedback.steps: expected a list of strings")
+    node_id = raw.get("node_id")
+    if node_id is not None and not isinstance(node_id, str):
+        raise InvalidInputError("feedback.node_id: expected a string")
+    detail = raw.get("detail", "")
+    if not isinstance(detail, str):
+        raise InvalidInputError("feedback.detail: expected a string")
+    return Feedback(kind, detail, node_id, tuple(steps))
+
+
+def _outcome(o: Any) -> dict[str, Any]:
+    return {
+        "success": o.success,
+        "episode_id": o.episode_id,
+        "attempts": o.attempts,
+        "repairs": [{"op": r.op, "node_id": r.node_id, "detail": r.detail} for r in o.repairs],
+        "error": o.error,
+    }
+
+
+def _expire_sessions(t: Tenant) -> None:
+    now = time.monotonic()
+    with t.lock:
+        stale = [sid for sid, s in t.sessions.items() if now - s.last_used > SESSION_IDLE_S]
+        expired = [t.sessions.pop(sid) for sid in stale]
+    for live in expired:
+        live.session.abandon("session expired")
