@@ -127,6 +127,11 @@ function drawGraph(highlight) {
     circle.append(title);
     circle.addEventListener("click", () => { $("node-info").textContent = n.kind + " v" + n.version + ": " + n.text; });
     svg.append(circle);
+    const label = document.createElementNS(SVG, "text");
+    label.setAttribute("x", p.x + 12); label.setAttribute("y", p.y + 4);
+    label.setAttribute("class", "label");
+    label.textContent = n.text.length > 28 ? n.text.slice(0, 27) + "…" : n.text;
+    svg.append(label);
   }
 }
 
