@@ -50,6 +50,12 @@ class Message:
         return f"{self.speaker}: {self.content}"
 
 
+def entry_search_text(speaker: str, original_text: str, context: str) -> str:
+    """The text an entry is indexed under (one definition for every index and store)."""
+    own = f"{speaker}: {original_text}" if speaker else original_text
+    return f"{own}\n{context}" if context else own
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryEntry:
     """A stored memory: compact ``text`` for prompts, ``original_text`` for search and audit,
@@ -78,8 +84,7 @@ class MemoryEntry:
     @property
     def search_text(self) -> str:
         """What the vector and full-text indexes see: the content, then its context."""
-        own = f"{self.speaker}: {self.original_text}" if self.speaker else self.original_text
-        return f"{own}\n{self.context}" if self.context else own
+        return entry_search_text(self.speaker, self.original_text, self.context)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8765)
     sv.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys")
     sv.add_argument("--max-body-mb", type=float, default=8.0)
+    sv.add_argument("--workers", type=int, default=1, help="server processes (share the files)")
 
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
     mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
@@ -102,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
     fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
     fm.add_argument("--out", help="write the full JSON (every seed) here")
+    se = bsub.add_parser("serve", help="REST under concurrent clients; MCP stdio latency")
+    se.add_argument("--memories", type=int, default=10_000)
+    se.add_argument("--clients", type=int, default=20)
+    se.add_argument("--requests", type=int, default=2_000)
+    se.add_argument("--workers", type=int, default=1)
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
@@ -245,6 +251,20 @@ def _bench(args: argparse.Namespace) -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(result, indent=1))
         result.pop("runs")
+        print(json.dumps(result, indent=2))
+        return 0
+    if args.bench == "serve":
+        from lightmem.bench import serve as serve_bench
+
+        for name in ("memories", "clients", "requests", "workers"):
+            if getattr(args, name) < 1:
+                raise InvalidInputError(f"--{name}: must be at least 1")
+        result = serve_bench.run(
+            memories=args.memories,
+            clients=args.clients,
+            requests=args.requests,
+            workers=args.workers,
+        )
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "cost":

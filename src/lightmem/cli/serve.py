@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,25 +34,31 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
 
     tenant_config = {k: v for k, v in config.items() if k != "store"}
     if args.command == "serve":
-        from lightmem.server.rest import create_app
-
         if args.max_body_mb <= 0:
             raise InvalidInputError("--max-body-mb: must be positive")
+        if args.workers < 1:
+            raise InvalidInputError("--workers: must be at least 1")
         Path(args.data_dir).mkdir(parents=True, exist_ok=True)
-        pool = TenantPool(args.data_dir, tenant_config)
-        app = create_app(
-            pool,
-            KeyRegistry(Path(args.data_dir) / "keys.db"),
-            max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-        )
+        # Worker processes rebuild the app from the environment (uvicorn's factory mode);
+        # every process opens the same tenant files, which SQLite's WAL mode allows.
+        os.environ["LIGHTMEM_DATA_DIR"] = str(Path(args.data_dir).resolve())
+        os.environ["LIGHTMEM_MAX_BODY_BYTES"] = str(int(args.max_body_mb * 1024 * 1024))
+        os.environ["LIGHTMEM_SERVER_CONFIG"] = json.dumps(tenant_config)
         _warn_public(args.host)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-        pool.close()
+        uvicorn.run(
+            "lightmem.server.rest:app_from_env",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level="warning",
+        )
         return 0
     from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
-    from lightmem.server.tenancy import open_tenant
+    from lightmem.server.tenancy import open_tenant, single_threaded_blas
 
     if args.transport == "stdio":
+        single_threaded_blas()
         local = open_tenant("local", config)
         create_mcp(lambda: local).run(transport="stdio", show_banner=False)
         local.memory.close()

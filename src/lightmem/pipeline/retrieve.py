@@ -140,32 +140,36 @@ class Retriever:
         return self._pack(top + hits, p)
 
     def _pack(self, ranked: list[ScoredId], p: RetrieveParams) -> list[RetrievalResult]:
-        if not ranked:
-            return []
-        entries = self._store.get_entries([i for i, _ in ranked])
         out: list[RetrievalResult] = []
         headers: set[str] = set()
         used = 0
-        for eid, score in ranked:
-            e = entries.get(eid)
-            if e is None:  # deleted between search and fetch
-                continue
-            header = date_header(e)
-            related: tuple[MemoryEntry, ...] = ()
-            if e.kind == "event":
-                related = tuple(self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0))
-            cost = estimate_tokens(format_line(e)) + sum(
-                estimate_tokens(related_line(f)) for f in related
-            )
-            if header not in headers:
-                cost += estimate_tokens(header)
-            if p.budget_tokens is not None and used + cost > p.budget_tokens:
-                continue  # a shorter memory further down may still fit
-            used += cost
-            headers.add(header)
-            out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
-            if len(out) >= p.limit:
-                break
+        # Entries are fetched a few at a time: most queries stop after `limit` of them.
+        chunk = max(2 * p.limit, 16)
+        for start in range(0, len(ranked), chunk):
+            part = ranked[start : start + chunk]
+            entries = self._store.get_entries([i for i, _ in part])
+            for eid, score in part:
+                e = entries.get(eid)
+                if e is None:  # deleted between search and fetch
+                    continue
+                header = date_header(e)
+                related: tuple[MemoryEntry, ...] = ()
+                if e.kind == "event":
+                    related = tuple(
+                        self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0)
+                    )
+                cost = estimate_tokens(format_line(e)) + sum(
+                    estimate_tokens(related_line(f)) for f in related
+                )
+                if header not in headers:
+                    cost += estimate_tokens(header)
+                if p.budget_tokens is not None and used + cost > p.budget_tokens:
+                    continue  # a shorter memory further down may still fit
+                used += cost
+                headers.add(header)
+                out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
+                if len(out) >= p.limit:
+                    return out
         return out
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -369,3 +371,13 @@ async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def app_from_env() -> FastAPI:
+    """The app built from ``LIGHTMEM_DATA_DIR`` (and optional ``LIGHTMEM_MAX_BODY_BYTES``,
+    ``LIGHTMEM_SERVER_CONFIG``), for ``uvicorn --factory`` and multi-worker serving."""
+    data_dir = os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
+    config = json.loads(os.environ.get("LIGHTMEM_SERVER_CONFIG") or "{}")
+    max_body = int(os.environ.get("LIGHTMEM_MAX_BODY_BYTES") or DEFAULT_MAX_BODY)
+    pool = TenantPool(data_dir, config)
+    return create_app(pool, KeyRegistry(Path(data_dir) / "keys.db"), max_body_bytes=max_body)

@@ -18,8 +18,16 @@ import numpy as np
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.ledger import UsageRecord
 from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
+from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.vector_cache import VectorRows
-from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
+from lightmem.types import (
+    Filters,
+    HistoryEvent,
+    MemoryEntry,
+    Message,
+    Scope,
+    entry_search_text,
+)
 
 SCHEMA_VERSION = 1
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
@@ -61,7 +69,6 @@ CREATE TABLE IF NOT EXISTS vectors (
     rid INTEGER PRIMARY KEY REFERENCES entries (rid) ON DELETE CASCADE,
     vec BLOB NOT NULL
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5 (body, tokenize = 'porter unicode61');
 CREATE TABLE IF NOT EXISTS history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     entry_id TEXT NOT NULL,
@@ -138,6 +145,7 @@ class SQLiteStore:
         self._cache: VectorRows | None = None
         self._cache_version: int | None = None
         self._dim: int | None = None
+        self._stemmer = Stemmer()
         self._conn = self._connect(busy_timeout_s)
 
     # -- opening ----------------------------------------------------------------------
@@ -340,7 +348,6 @@ class SQLiteStore:
         )
         rid = cur.lastrowid
         c.execute("INSERT INTO vectors (rid, vec) VALUES (?, ?)", (rid, vec.tobytes()))
-        c.execute("INSERT INTO entries_fts (rowid, body) VALUES (?, ?)", (rid, e.search_text))
 
     def _check_vec(self, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
@@ -446,7 +453,6 @@ class SQLiteStore:
 
     def _delete_row(self, c: sqlite3.Connection, entry_id: str) -> None:
         rid = c.execute("SELECT rid FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
-        c.execute("DELETE FROM entries_fts WHERE rowid = ?", (rid,))
         c.execute("DELETE FROM vectors WHERE rid = ?", (rid,))
         c.execute("DELETE FROM entries WHERE rid = ?", (rid,))
 
@@ -483,12 +489,15 @@ class SQLiteStore:
             if self._cache is None or version != self._cache_version:
                 rows = self._conn.execute(
                     "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
-                    "e.topic_id, e.kind, v.vec, json_extract(e.metadata, '$.event_id') "
+                    "e.topic_id, e.kind, v.vec, json_extract(e.metadata, '$.event_id'), "
+                    "CASE WHEN e.speaker_name != '' THEN e.speaker_name ELSE e.speaker_id END, "
+                    "e.original_text, e.context "
                     "FROM entries e JOIN vectors v ON v.rid = e.rid "
                     "ORDER BY e.rid"
                 ).fetchall()
                 dim = self._dim or (len(rows[0][8]) // 4 if rows else 0)
-                self._cache = VectorRows.build(rows, dim)
+                texts = [entry_search_text(r[10], r[11], r[12]) for r in rows]
+                self._cache = VectorRows.build(rows, dim, BM25Index.build(texts, self._stemmer))
                 self._cache_version = version
             return self._cache
 
@@ -502,18 +511,9 @@ class SQLiteStore:
     ) -> list[ScoredId]:
         if not terms or k <= 0:
             return []
-        # Every term is quoted, so FTS5 operators in user text are matched as plain words.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        where, params = _filter_sql(scope, filters, "e.")
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT e.id, bm25(entries_fts) AS s FROM entries_fts "
-                "JOIN entries e ON e.rid = entries_fts.rowid "
-                f"WHERE entries_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
-                (match, *params, k),
-            ).fetchall()
-        # bm25() is lower-is-better and negative; report higher-is-better.
-        return [(r[0], -float(r[1])) for r in rows]
+        rows = self._rows()
+        hits = rows.text.search(terms, self._stemmer, rows.mask(scope, filters), k)
+        return [(str(rows.ids[i]), score) for i, score in hits]
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         rows = self._rows()
@@ -608,9 +608,8 @@ class SQLiteStore:
                 problems += [str(r[0]) for r in res]
             n_e = c.execute("SELECT count(*) FROM entries").fetchone()[0]
             n_v = c.execute("SELECT count(*) FROM vectors").fetchone()[0]
-            n_f = c.execute("SELECT count(*) FROM entries_fts").fetchone()[0]
-            if not n_e == n_v == n_f:
-                problems.append(f"index mismatch: {n_e} entries, {n_v} vectors, {n_f} fts rows")
+            if n_e != n_v:
+                problems.append(f"index mismatch: {n_e} entries, {n_v} vectors")
             orphan = c.execute(
                 "SELECT count(*) FROM entries e WHERE NOT EXISTS "
                 "(SELECT 1 FROM history h WHERE h.entry_id = e.id)"

@@ -1,4 +1,4 @@
-"""Exact in-memory vector search over a snapshot of the store's vectors.
+"""Exact in-memory vector search (and the BM25 index) over a snapshot of the store.
 
 The cache is derived state: the owning store rebuilds it whenever the database changed
 (its own writes, or another process's commits seen through ``PRAGMA data_version``).
@@ -7,11 +7,12 @@ The cache is derived state: the owning store rebuilds it whenever the database c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from lightmem.store.text_index import BM25Index
 from lightmem.types import Filters, Scope
 
 
@@ -29,9 +30,11 @@ class VectorRows:
     topic: npt.NDArray[np.object_]
     kind: npt.NDArray[np.object_]
     event: npt.NDArray[np.object_]
+    text: BM25Index
+    _kind_masks: dict[tuple[str, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, rows: Sequence[tuple[object, ...]], dim: int) -> VectorRows:
+    def build(cls, rows: Sequence[tuple[object, ...]], dim: int, text: BM25Index) -> VectorRows:
         """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob,
         event_id)."""
         n = len(rows)
@@ -43,7 +46,7 @@ class VectorRows:
             return np.array([r[j] for r in rows], dtype=object)
 
         ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
-        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7), col(9))
+        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7), col(9), text)
 
     def mask(self, scope: Scope, filters: Filters) -> npt.NDArray[np.bool_] | None:
         """Rows that pass the scope and filters; None when nothing is filtered."""
@@ -67,7 +70,12 @@ class VectorRows:
         if filters.topic_id is not None:
             m = both(self.topic == filters.topic_id)
         if filters.kinds is not None:
-            m = both(np.isin(self.kind, np.array(filters.kinds, dtype=object)))
+            km = self._kind_masks.get(filters.kinds)
+            if km is None:  # a handful of kind sets recur on every query: compute once
+                km = self._kind_masks[filters.kinds] = np.isin(
+                    self.kind, np.array(filters.kinds, dtype=object)
+                )
+            m = both(km)
         if filters.event_id is not None:
             m = both(self.event == filters.event_id)
         return m

@@ -1,0 +1,204 @@
+"""``lightmem bench serve``: REST retrieval under concurrent clients, and MCP stdio latency.
+
+Bounded by construction: a fixed number of requests over loopback, then it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import json
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_TOPICS = (
+    "jazz concert",
+    "marathon training",
+    "sourdough bread",
+    "python project",
+    "trip to Porto",
+    "knee injury",
+    "new puppy",
+    "chess club",
+    "garden tomatoes",
+    "piano lessons",
+    "tax return",
+    "birthday party",
+    "job interview",
+    "camping gear",
+    "vegan recipes",
+    "climbing wall",
+)
+_PEOPLE = ("Ana", "Ben", "Caro", "Dev", "Eli", "Fay", "Gus", "Hana")
+
+
+def synthetic_messages(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        topic = rng.choice(_TOPICS)
+        other = rng.choice(_TOPICS)
+        out.append(
+            {
+                "id": f"m{i}",
+                "speaker_name": rng.choice(_PEOPLE),
+                "timestamp": 1_700_000_000 + i * 600,
+                "content": f"Update {i}: talked about the {topic} and later the {other}, "
+                f"rated it {rng.randint(1, 10)} out of 10.",
+            }
+        )
+    return out
+
+
+def run(
+    *,
+    memories: int = 10_000,
+    clients: int = 20,
+    requests: int = 2_000,
+    workers: int = 1,
+    mcp_calls: int = 200,
+) -> dict[str, Any]:
+    from lightmem.server.tenancy import KeyRegistry, TenantPool
+
+    with tempfile.TemporaryDirectory(prefix="lightmem-serve-bench-") as tmp:
+        data = Path(tmp) / "data"
+        pool = TenantPool(data)
+        keys = KeyRegistry(data / "keys.db")
+        key = keys.create("bench")
+        tenant = pool.get("bench")
+        msgs = synthetic_messages(memories)
+        t0 = time.perf_counter()
+        for start in range(0, len(msgs), 1000):
+            tenant.memory.add_memory(msgs[start : start + 1000], force_extract=True)
+        load_s = time.perf_counter() - t0
+        pool.close()
+        latencies: list[float] = []
+        errors = 0
+        lock = threading.Lock()
+        per_client = max(1, requests // clients)
+
+        def client(url: str, seed: int) -> None:
+            # stdlib keep-alive connections: a light load generator, so the figure measures
+            # the server rather than the client library.
+            nonlocal errors
+            rng = random.Random(seed)
+            host, port = url.removeprefix("http://").split(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            for _ in range(per_client):
+                body = json.dumps({"query": f"how was the {rng.choice(_TOPICS)}?", "limit": 10})
+                t1 = time.perf_counter()
+                try:
+                    conn.request("POST", "/v1/memories/search", body, headers)
+                    resp = conn.getresponse()
+                    resp.read()
+                    ok = resp.status == 200
+                except (OSError, http.client.HTTPException):
+                    ok = False
+                    conn.close()
+                    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                dt = time.perf_counter() - t1
+                with lock:
+                    latencies.append(dt)
+                    errors += not ok
+            conn.close()
+
+        # The server runs in its own process, as it would in production; the clients here.
+        with _server_process(data, workers) as url:
+            threads = [threading.Thread(target=client, args=(url, i)) for i in range(clients)]
+            t2 = time.perf_counter()
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            wall = time.perf_counter() - t2
+        latencies.sort()
+        rest = {
+            "memories": memories,
+            "clients": clients,
+            "workers": workers,
+            "requests": len(latencies),
+            "errors": errors,
+            "load_s": round(load_s, 2),
+            "throughput_rps": round(len(latencies) / wall, 1),
+            "p50_ms": round(1000 * statistics.median(latencies), 2),
+            "p95_ms": round(1000 * latencies[int(0.95 * len(latencies))], 2),
+        }
+        mcp = asyncio.run(_mcp_stdio(Path(tmp) / "mcp.db", mcp_calls))
+    return {"rest_retrieve": rest, "mcp_stdio_retrieve": mcp}
+
+
+async def _mcp_stdio(path: Path, calls: int) -> dict[str, Any]:
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+
+    from lightmem.memory import LightMemory
+
+    with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
+        mem.add_memory(synthetic_messages(1000, seed=1), force_extract=True)
+    transport = StdioTransport(
+        sys.executable, ["-m", "lightmem.cli.main", "--store", str(path), "mcp"]
+    )
+    lat = []
+    async with Client(transport) as c:
+        await c.call_tool("retrieve_memory", {"query": "warm up"})
+        for i in range(calls):
+            t0 = time.perf_counter()
+            await c.call_tool("retrieve_memory", {"query": f"the {_TOPICS[i % len(_TOPICS)]}"})
+            lat.append(time.perf_counter() - t0)
+    lat.sort()
+    return {
+        "calls": calls,
+        "p50_ms": round(1000 * statistics.median(lat), 2),
+        "p95_ms": round(1000 * lat[int(0.95 * len(lat))], 2),
+    }
+
+
+@contextlib.contextmanager
+def _server_process(data: Path, workers: int) -> Iterator[str]:
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lightmem.cli.main",
+        "serve",
+        "--data-dir",
+        str(data),
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
+                )
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

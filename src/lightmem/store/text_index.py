@@ -1,0 +1,98 @@
+"""BM25 over an in-memory inverted index (numpy), aligned with the vector cache's rows.
+
+Like the vector cache it is derived state, rebuilt from the store's entries. Scoring is
+Okapi BM25 with FTS5's constants (k1 = 1.2, b = 0.75) on Snowball-stemmed words; a query
+costs a few array additions instead of scoring every matching row in SQL.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+K1 = 1.2
+B = 0.75
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class Stemmer:
+    """Snowball English stems, memoised (vocabularies are small, texts are not)."""
+
+    def __init__(self) -> None:
+        import Stemmer as snowball
+
+        self._stem = snowball.Stemmer("english").stemWord
+        self._cache: dict[str, str] = {}
+
+    def tokens(self, text: str) -> list[str]:
+        out = []
+        cache = self._cache
+        for word in _TOKEN.findall(text.lower()):
+            stem = cache.get(word)
+            if stem is None:
+                stem = self._stem(word)
+                if len(cache) < 500_000:
+                    cache[word] = stem
+            out.append(stem)
+        return out
+
+
+@dataclass(slots=True)
+class BM25Index:
+    n_docs: int
+    postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+
+    @classmethod
+    def build(cls, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
+        docs = [Counter(stemmer.tokens(t)) for t in texts]
+        n = len(docs)
+        lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
+        avg = float(lengths.mean()) if n else 1.0
+        norm = K1 * (1 - B + B * lengths / (avg or 1.0))
+        by_term: dict[str, tuple[list[int], list[int]]] = {}
+        for i, counts in enumerate(docs):
+            for term, tf in counts.items():
+                entry = by_term.setdefault(term, ([], []))
+                entry[0].append(i)
+                entry[1].append(tf)
+        postings = {}
+        for term, (rows, tfs) in by_term.items():
+            df = len(rows)
+            # FTS5's idf, floored so very common terms still count a little
+            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+            r = np.array(rows, dtype=np.int64)
+            f = np.array(tfs, dtype=np.float32)
+            postings[term] = (r, (idf * f * (K1 + 1) / (f + norm[r])).astype(np.float32))
+        return cls(n, postings)
+
+    def search(
+        self,
+        terms: Sequence[str],
+        stemmer: Stemmer,
+        mask: npt.NDArray[np.bool_] | None,
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` (row, score) for the query terms among rows allowed by ``mask``."""
+        stems = {s for t in terms for s in stemmer.tokens(t)}
+        hits = [self.postings[s] for s in stems if s in self.postings]
+        if not hits or k <= 0:
+            return []
+        scores = np.zeros(self.n_docs, dtype=np.float32)
+        for rows, weights in hits:
+            scores[rows] += weights  # rows are unique within one term's postings
+        cand = np.unique(np.concatenate([rows for rows, _ in hits]))
+        if mask is not None:
+            cand = cand[mask[cand]]
+        if cand.size == 0:
+            return []
+        k = min(k, cand.size)
+        sub = scores[cand]
+        top = np.argpartition(-sub, k - 1)[:k]
+        top = top[np.argsort(-sub[top], kind="stable")]
+        return [(int(cand[i]), float(sub[i])) for i in top]
