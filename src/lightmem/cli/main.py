@@ -108,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--clients", type=int, default=20)
     se.add_argument("--requests", type=int, default=2_000)
     se.add_argument("--workers", type=int, default=1)
+    so = bsub.add_parser("soak", help="long mixed workload: RSS growth and latency drift")
+    so.add_argument("--minutes", type=float, default=30.0)
+    so.add_argument("--out", help="write every window as JSON here")
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
@@ -265,6 +268,17 @@ def _bench(args: argparse.Namespace) -> int:
             requests=args.requests,
             workers=args.workers,
         )
+        print(json.dumps(result, indent=2))
+        return 0
+    if args.bench == "soak":
+        from lightmem.bench import soak
+
+        if args.minutes <= 0:
+            raise InvalidInputError("--minutes: must be positive")
+        result = soak.run(minutes=args.minutes)
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1))
+        result.pop("windows")
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "cost":
