@@ -68,25 +68,38 @@ def test_prompt_fences_user_text_as_data(stub: OpenAIStubServer, store_path: Pat
     assert "<system>" not in user
 
 
-def test_facts_citing_unknown_ids_are_rejected(
+def test_facts_citing_unknown_ids_are_sent_back_then_rejected(
     llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
 ) -> None:
-    llm.queue(
-        json.dumps(
-            {
-                "facts": [
-                    {"fact": "Real fact about jazz", "source_ids": ["a"]},
-                    {"fact": "Invented fact", "source_ids": ["zzz"]},
-                ]
-            }
-        )
+    bad = json.dumps(
+        {
+            "facts": [
+                {"fact": "Real fact about jazz", "source_ids": ["a"]},
+                {"fact": "Invented fact", "source_ids": ["zzz"]},
+            ]
+        }
     )
+    llm.queue(bad, bad, bad)  # the model never corrects itself
     with LightMemory.from_config(_config(stub, store_path)) as mem:
         mem.add_memory({"id": "a", "content": "I love jazz."}, force_extract=True)
         texts = [e.text for e in mem.list_entries(filters={"kind": "entry"})]
         assert texts == ["Real fact about jazz"]
         usage = {(r["kind"], r["op"]): r for r in mem.stats()["usage"]["by_operation"]}
         assert usage[("llm", "extract.rejected")]["items"] == 1
+        assert usage[("llm", "extract")]["calls"] == 3
+    repair = stub.counters.bodies[1]["messages"][-1]["content"]
+    assert "zzz" in repair  # the model was told what was wrong
+
+
+def test_a_corrected_reply_loses_nothing(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    llm.queue(json.dumps({"facts": [{"fact": "Invented", "source_ids": ["zzz"]}]}))
+    with LightMemory.from_config(_config(stub, store_path)) as mem:
+        mem.add_memory({"id": "a", "content": "I love jazz."}, force_extract=True)
+        assert [e.text for e in mem.list_entries(filters={"kind": "entry"})] == ["user: jazz"]
+        ops = {(r["kind"], r["op"]) for r in mem.stats()["usage"]["by_operation"]}
+        assert ("llm", "extract.rejected") not in ops
 
 
 def test_malformed_json_is_repaired(

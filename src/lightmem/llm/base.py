@@ -68,19 +68,26 @@ class LLMClient(ABC):
         :class:`BackendError` for permanent ones."""
 
     def complete_json(
-        self, messages: Sequence[ChatMessage], parse: Callable[[Any], T], *, op: str
+        self,
+        messages: Sequence[ChatMessage],
+        parse: Callable[[Any], T],
+        *,
+        op: str,
+        final_parse: Callable[[Any], T] | None = None,
     ) -> T:
         """Ask for a JSON answer and return ``parse(answer)``.
 
         ``parse`` raises :class:`InvalidReply` (or ValueError) when the answer is not
-        acceptable; the model then sees the error and answers again.
+        acceptable; the model then sees the error and answers again. ``final_parse``, if
+        given, judges the last allowed answer instead (say, keeping its valid part).
         """
         convo = list(messages)
         last_error = ""
-        for _ in range(self.json_repairs + 1):
+        for attempt in range(self.json_repairs + 1):
             reply = self._request(convo, op)
+            judge = final_parse if final_parse and attempt == self.json_repairs else parse
             try:
-                return parse(_loads(reply.text))
+                return judge(_loads(reply.text))
             except ValueError as exc:
                 last_error = str(exc)
                 log.warning("LLM %s reply rejected (%s); asking for a repair", op, last_error)

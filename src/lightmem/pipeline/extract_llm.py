@@ -29,8 +29,9 @@ class LLMMemoryManager:
     pre-compressed text the model sees), to one extraction call per batch.
 
     Ids, timestamps and speakers of a fact are taken from the turns it cites, never from
-    the model; a fact citing a turn outside its batch is rejected and counted in the
-    ledger as ``("llm", "extract.rejected")``.
+    the model. A reply citing a turn outside its batch is sent back for correction; if the
+    last allowed reply still does, those facts are rejected and counted in the ledger as
+    ``("llm", "extract.rejected")``.
     """
 
     name = "llm"
@@ -88,14 +89,16 @@ class LLMMemoryManager:
         if self.mode == "flat":
             flat = self.client.complete_json(
                 extract_flat.build(lines),
-                lambda obj: extract_flat.parse(obj, allowed),
+                lambda obj: extract_flat.parse(obj, allowed, strict=True),
+                final_parse=lambda obj: extract_flat.parse(obj, allowed),
                 op="extract",
             )
             self._count_rejected(flat.rejected)
             return [builder.draft(f, {"extractor": extract_flat.VERSION}) for f in flat.facts]
         ev = self.client.complete_json(
             extract_flat.build(lines, extract_event.SYSTEM),
-            lambda obj: extract_event.parse(obj, allowed),
+            lambda obj: extract_event.parse(obj, allowed, strict=True),
+            final_parse=lambda obj: extract_event.parse(obj, allowed),
             op="extract",
         )
         self._count_rejected(ev.rejected)

@@ -45,7 +45,7 @@ class EventExtraction:
     rejected: list[dict[str, Any]]
 
 
-def parse(obj: Any, allowed_ids: set[str]) -> EventExtraction:
+def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtraction:
     """Facts citing turns outside the batch are rejected; an event left with no fact is
     dropped with them, and so are relations naming unknown events."""
     if not isinstance(obj, dict) or not isinstance(obj.get("events"), list):
@@ -98,6 +98,8 @@ def parse(obj: Any, allowed_ids: set[str]) -> EventExtraction:
             raise InvalidReply(f"relations[{k}].type must be one of {', '.join(RELATION_TYPES)}")
         if src in keys and dst in keys and src != dst:
             relations.append((str(src), str(dst), str(typ)))
+    if strict and rejected:
+        raise InvalidReply("facts cite turn ids that are not in the input")
     return EventExtraction(events, relations, rejected)
 
 

@@ -58,8 +58,9 @@ def build(turns: Sequence[Turn], system: str = SYSTEM) -> list[ChatMessage]:
     ]
 
 
-def parse(obj: Any, allowed_ids: set[str]) -> Extraction:
-    """Facts citing ids outside the batch are rejected (returned apart), not stored."""
+def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> Extraction:
+    """Facts citing ids outside the batch are rejected (returned apart), not stored; with
+    ``strict`` such a reply is refused instead, so the model can correct it."""
     if not isinstance(obj, dict) or not isinstance(obj.get("facts"), list):
         raise InvalidReply('expected an object with a "facts" list')
     facts: list[Fact] = []
@@ -76,4 +77,7 @@ def parse(obj: Any, allowed_ids: set[str]) -> Extraction:
             rejected.append(f)
             continue
         facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids))))
+    if strict and rejected:
+        bad = sorted({i for f in rejected for i in f.get("source_ids", []) if i not in allowed_ids})
+        raise InvalidReply(f"facts cite turn ids that are not in the input: {', '.join(bad[:10])}")
     return Extraction(facts, rejected)
