@@ -108,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--clients", type=int, default=20)
     se.add_argument("--requests", type=int, default=2_000)
     se.add_argument("--workers", type=int, default=1)
+    cr = bsub.add_parser("crash", help="SIGKILL ingestion at random points, then verify")
+    cr.add_argument("--kills", type=int, default=200)
+    cr.add_argument("--llm", action="store_true", help="the LLM pipeline, against the stub")
     so = bsub.add_parser("soak", help="long mixed workload: RSS growth and latency drift")
     so.add_argument("--minutes", type=float, default=30.0)
     so.add_argument("--out", help="write every window as JSON here")
@@ -269,6 +272,13 @@ def _bench(args: argparse.Namespace) -> int:
             workers=args.workers,
         )
         print(json.dumps(result, indent=2))
+        return 0
+    if args.bench == "crash":
+        from lightmem.bench import crash
+
+        if args.kills < 1:
+            raise InvalidInputError("--kills: must be at least 1")
+        print(json.dumps(crash.run(args.kills, llm=args.llm), indent=2))
         return 0
     if args.bench == "soak":
         from lightmem.bench import soak

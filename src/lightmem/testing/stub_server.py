@@ -30,6 +30,8 @@ class StubCounters:
     requests: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: requests spoiled by ``fail_next`` or ``delay_next`` (each counted once)
+    injected: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -104,6 +106,8 @@ class OpenAIStubServer:
             self.counters.bodies.append(body)
             fault = self._faults.pop(0) if self._faults else None
             delay = self._delays.pop(0) if self._delays else 0.0
+            if fault is not None or delay:
+                self.counters.injected += 1
         if delay:
             time.sleep(delay)
         if fault is not None:

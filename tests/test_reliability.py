@@ -1,0 +1,111 @@
+"""Reliability: model faults during ingestion, crashes (SIGKILL) mid-ingestion."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lightmem import BackendError, LightMemory
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
+
+
+class FaultyLLM(ScriptedLLM):
+    """Scripted answers, spoiled at random while ``faulty`` is on."""
+
+    def __init__(self, rng: random.Random, rate: float) -> None:
+        super().__init__()
+        self.rng, self.rate, self.faulty, self.spoiled = rng, rate, True, 0
+
+    def __call__(self, messages: list[dict[str, Any]]) -> str:
+        good = super().__call__(messages)
+        if not self.faulty or self.rng.random() >= self.rate:
+            return good
+        self.spoiled += 1
+        kind = self.rng.choice(["malformed", "truncated", "unknown_ids", "wrong_shape"])
+        if kind == "malformed":
+            return "Sure! Here are the facts: {"
+        if kind == "truncated":
+            return good[: len(good) // 2]
+        if kind == "unknown_ids":
+            return json.dumps({"facts": [{"fact": "made up", "source_ids": ["nope"]}]})
+        return json.dumps({"facts": "none"})
+
+
+def _facts(mem: LightMemory) -> set[tuple[str, tuple[str, ...]]]:
+    return {(e.text, e.source_ids) for e in mem.list_entries(filters={"kind": "entry"}, limit=1000)}
+
+
+def _cfg(stub: OpenAIStubServer, path: Path) -> dict[str, Any]:
+    return {
+        "store": {"path": str(path)},
+        "sensory_buffer": {"max_tokens": 48},
+        "short_term_memory": {"max_tokens": 48},
+        "memory_manager": {
+            "model_name": "openai",
+            "configs": {
+                "model": "m",
+                "openai_base_url": stub.base_url,
+                "api_key": "k",
+                "max_attempts": 3,
+                "timeout_s": 0.5,
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_llm_faults_end_in_the_fault_free_state(
+    tmp_path: Path, conversation: list[dict[str, Any]], seed: int
+) -> None:
+    with OpenAIStubServer(chat_handler=ScriptedLLM()) as stub:
+        with LightMemory.from_config(_cfg(stub, tmp_path / "clean.db")) as mem:
+            for msg in conversation:
+                mem.add_memory(msg)
+            mem.flush()
+            clean = _facts(mem)
+    rng = random.Random(seed)
+    llm = FaultyLLM(rng, rate=0.25)
+    with OpenAIStubServer(chat_handler=llm) as stub:
+        with LightMemory.from_config(_cfg(stub, tmp_path / "faulty.db")) as mem:
+            for msg in conversation:
+                if rng.random() < 0.3:
+                    n = rng.randint(1, 3)  # 3 in a row exhausts the retries: a failed call
+                    stub.fail_next(rng.choice([429, 500, 502, 503]), times=n)
+                if rng.random() < 0.1:
+                    stub.delay_next(1.5)  # longer than the client's timeout
+                try:
+                    mem.add_memory(msg)
+                except BackendError:
+                    pass  # the message is stored; extraction waits for the next flush
+            llm.faulty = False  # the faults stop
+            for _ in range(3):
+                try:
+                    mem.flush()
+                    break
+                except BackendError:
+                    continue
+            stats = mem.stats()
+            assert stats["messages"] == len(conversation)
+            assert stats["messages_pending"] == stats["messages_segmented"] == 0
+            assert _facts(mem) == clean
+            assert not mem.store.integrity_check()  # type: ignore[attr-defined]
+            usage = {(r["kind"], r["op"]): r for r in stats["usage"]["by_operation"]}
+            llm_calls = usage[("llm", "extract")]["calls"]
+            assert llm_calls == stub.counters.requests["/v1/chat/completions"]
+            assert usage[("llm", "extract")]["errors"] == stub.counters.injected > 0
+
+
+@pytest.mark.parametrize("llm", [False, True])
+def test_sigkill_mid_ingestion_loses_no_acknowledged_write(tmp_path: Path, llm: bool) -> None:
+    from lightmem.bench import crash
+
+    result = crash.run(4 if llm else 6, llm=llm, seed=7, path=tmp_path / "crash.db")
+    assert result["acked_calls"] > 0  # the kills landed mid-ingestion
+    assert result["lost_acked_messages"] == 0
+    assert result["acked_not_extracted_after_flush"] == 0
+    assert result["left_buffered_after_flush"] == 0
+    assert result["integrity_failures"] == 0
