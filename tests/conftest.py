@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,16 @@ def mem_store() -> Iterator[SQLiteStore]:
     s = SQLiteStore(":memory:")
     yield s
     s.close()
+
+
+# Hypothesis: quick by default; `HYPOTHESIS_PROFILE=long make test` (or pytest) runs the
+# 10,000-examples-per-entry-point campaign.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "default", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "long", max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -61,42 +62,45 @@ def _cfg(stub: OpenAIStubServer, path: Path) -> dict[str, Any]:
 def test_random_llm_faults_end_in_the_fault_free_state(
     tmp_path: Path, conversation: list[dict[str, Any]], seed: int
 ) -> None:
-    with OpenAIStubServer(chat_handler=ScriptedLLM()) as stub:
-        with LightMemory.from_config(_cfg(stub, tmp_path / "clean.db")) as mem:
-            for msg in conversation:
-                mem.add_memory(msg)
-            mem.flush()
-            clean = _facts(mem)
+    with (
+        OpenAIStubServer(chat_handler=ScriptedLLM()) as stub,
+        LightMemory.from_config(_cfg(stub, tmp_path / "clean.db")) as mem,
+    ):
+        for msg in conversation:
+            mem.add_memory(msg)
+        mem.flush()
+        clean = _facts(mem)
     rng = random.Random(seed)
     llm = FaultyLLM(rng, rate=0.25)
-    with OpenAIStubServer(chat_handler=llm) as stub:
-        with LightMemory.from_config(_cfg(stub, tmp_path / "faulty.db")) as mem:
-            for msg in conversation:
-                if rng.random() < 0.3:
-                    n = rng.randint(1, 3)  # 3 in a row exhausts the retries: a failed call
-                    stub.fail_next(rng.choice([429, 500, 502, 503]), times=n)
-                if rng.random() < 0.1:
-                    stub.delay_next(1.5)  # longer than the client's timeout
-                try:
-                    mem.add_memory(msg)
-                except BackendError:
-                    pass  # the message is stored; extraction waits for the next flush
-            llm.faulty = False  # the faults stop
-            for _ in range(3):
-                try:
-                    mem.flush()
-                    break
-                except BackendError:
-                    continue
-            stats = mem.stats()
-            assert stats["messages"] == len(conversation)
-            assert stats["messages_pending"] == stats["messages_segmented"] == 0
-            assert _facts(mem) == clean
-            assert not mem.store.integrity_check()  # type: ignore[attr-defined]
-            usage = {(r["kind"], r["op"]): r for r in stats["usage"]["by_operation"]}
-            llm_calls = usage[("llm", "extract")]["calls"]
-            assert llm_calls == stub.counters.requests["/v1/chat/completions"]
-            assert usage[("llm", "extract")]["errors"] == stub.counters.injected > 0
+    with (
+        OpenAIStubServer(chat_handler=llm) as stub,
+        LightMemory.from_config(_cfg(stub, tmp_path / "faulty.db")) as mem,
+    ):
+        for msg in conversation:
+            if rng.random() < 0.3:
+                n = rng.randint(1, 3)  # 3 in a row exhausts the retries: a failed call
+                stub.fail_next(rng.choice([429, 500, 502, 503]), times=n)
+            if rng.random() < 0.1:
+                stub.delay_next(1.5)  # longer than the client's timeout
+            # on failure the message is stored; extraction waits for the next flush
+            with contextlib.suppress(BackendError):
+                mem.add_memory(msg)
+        llm.faulty = False  # the faults stop
+        for _ in range(3):
+            try:
+                mem.flush()
+                break
+            except BackendError:
+                continue
+        stats = mem.stats()
+        assert stats["messages"] == len(conversation)
+        assert stats["messages_pending"] == stats["messages_segmented"] == 0
+        assert _facts(mem) == clean
+        assert not mem.store.integrity_check()  # type: ignore[attr-defined]
+        usage = {(r["kind"], r["op"]): r for r in stats["usage"]["by_operation"]}
+        llm_calls = usage[("llm", "extract")]["calls"]
+        assert llm_calls == stub.counters.requests["/v1/chat/completions"]
+        assert usage[("llm", "extract")]["errors"] == stub.counters.injected > 0
 
 
 @pytest.mark.parametrize("llm", [False, True])
