@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test fuzz bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
@@ -18,6 +18,9 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
+
+fuzz: $(VENV)/.installed
+	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_fuzz.py
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/lightmem bench locomo $(LOCOMO) --budget-tokens 800 --out bench-locomo-800.json
