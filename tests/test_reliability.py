@@ -113,3 +113,39 @@ def test_sigkill_mid_ingestion_loses_no_acknowledged_write(tmp_path: Path, llm: 
     assert result["acked_not_extracted_after_flush"] == 0
     assert result["left_buffered_after_flush"] == 0
     assert result["integrity_failures"] == 0
+
+
+def test_embedder_faults_keep_messages_and_recover(
+    tmp_path: Path, conversation: list[dict[str, Any]]
+) -> None:
+    def cfg(stub: OpenAIStubServer, name: str) -> dict[str, Any]:
+        return {
+            "store": {"path": str(tmp_path / name)},
+            "text_embedder": {
+                "model_name": "openai",
+                "configs": {
+                    "model": "e",
+                    "embedding_dims": 64,
+                    "openai_base_url": stub.base_url,
+                    "api_key": "k",
+                },
+            },
+        }
+
+    with OpenAIStubServer() as stub, LightMemory.from_config(cfg(stub, "clean.db")) as mem:
+        mem.add_memory(conversation, force_extract=True)
+        clean = {(e.text, e.source_ids) for e in mem.list_entries(filters={"kind": "entry"})}
+    with OpenAIStubServer() as stub, LightMemory.from_config(cfg(stub, "faulty.db")) as mem:
+        stub.fail_next(503, times=10)  # outlasts the SDK's retries
+        with pytest.raises(BackendError, match="embedding endpoint failed"):
+            mem.add_memory(conversation, force_extract=True)
+        assert mem.stats()["messages"] == len(conversation) and mem.stats()["entries"] == 0
+        stub.fail_next(503, times=0)
+        while stub.counters.injected < 10:  # let the queued faults drain, as an outage ends
+            with contextlib.suppress(BackendError):
+                mem.flush()
+        mem.flush()
+        assert {
+            (e.text, e.source_ids) for e in mem.list_entries(filters={"kind": "entry"})
+        } == clean
+        assert not mem.store.integrity_check()  # type: ignore[attr-defined]
