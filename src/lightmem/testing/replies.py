@@ -32,6 +32,8 @@ class ScriptedLLM:
         with self._lock:
             if self._queue:
                 return self._queue.pop(0)
+        if len(messages) < 2 or "<data>" not in str(messages[1].get("content", "")):
+            raise ValueError("not one of lightmem's prompts")
         body = _unfence(str(messages[1]["content"]))
         system = str(messages[0]["content"])
         if '{"scores"' in system or '{"steps"' in system or '"kind": "missing' in system:

@@ -129,7 +129,12 @@ class OpenAIStubServer:
             }
         if path.endswith("/chat/completions"):
             messages = body.get("messages", [])
-            reply = self.chat_handler(messages)
+            if not isinstance(messages, list) or len(messages) < 1:
+                return 400, {"error": {"message": "messages: required"}}
+            try:
+                reply = self.chat_handler(messages)
+            except Exception as exc:  # a handler that cannot read the request: a 400
+                return 400, {"error": {"message": f"stub handler failed: {exc}"}}
             prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
             completion = estimate_tokens(reply)
             with self._lock:
