@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,40 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "mem.db"
 
 
+PG_DSN = os.environ.get("LIGHTMEM_TEST_PG_DSN", "")
+
+
+def require_postgres() -> str:
+    """The test DSN, or a visible skip (a failure where CI demands PostgreSQL)."""
+    if not PG_DSN:
+        if os.environ.get("LIGHTMEM_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL is required here but LIGHTMEM_TEST_PG_DSN is not set")
+        pytest.skip("PostgreSQL not available: set LIGHTMEM_TEST_PG_DSN (.ci/pg-setup.sh)")
+    return PG_DSN
+
+
+def drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_config(request: pytest.FixtureRequest, store_path: Path) -> Iterator[dict[str, Any]]:
+    """The same tests against both storage backends."""
+    if request.param == "sqlite":
+        yield {"provider": "sqlite", "path": str(store_path)}
+        return
+    dsn = require_postgres()
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    yield {"provider": "postgres", "dsn": dsn, "schema": schema}
+    drop_schema(schema)
+
+
 @pytest.fixture
-def memory(store_path: Path) -> Iterator[LightMemory]:
-    with LightMemory.from_config({"store": {"path": str(store_path)}}) as mem:
+def memory(store_config: dict[str, Any]) -> Iterator[LightMemory]:
+    with LightMemory.from_config({"store": store_config}) as mem:
         yield mem
 
 

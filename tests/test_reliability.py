@@ -96,7 +96,7 @@ def test_random_llm_faults_end_in_the_fault_free_state(
         assert stats["messages"] == len(conversation)
         assert stats["messages_pending"] == stats["messages_segmented"] == 0
         assert _facts(mem) == clean
-        assert not mem.store.integrity_check()  # type: ignore[attr-defined]
+        assert not mem.store.integrity_check()
         usage = {(r["kind"], r["op"]): r for r in stats["usage"]["by_operation"]}
         llm_calls = usage[("llm", "extract")]["calls"]
         assert llm_calls == stub.counters.requests["/v1/chat/completions"]
@@ -148,4 +148,4 @@ def test_embedder_faults_keep_messages_and_recover(
         assert {
             (e.text, e.source_ids) for e in mem.list_entries(filters={"kind": "entry"})
         } == clean
-        assert not mem.store.integrity_check()  # type: ignore[attr-defined]
+        assert not mem.store.integrity_check()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem import SQLiteStore
-from lightmem.store.sqlite import APP_ID
+from lightmem import MemoryStore, SQLiteStore
+from lightmem.store.sqlite import APP_ID, entry_from_dict
 from lightmem.types import Filters, MemoryEntry, Scope
 
 DIM = 8
@@ -89,6 +93,11 @@ ops = st.lists(
 def test_random_operations_match_a_dict_model(sequence: list[tuple[str, int, str]]) -> None:
     store = SQLiteStore(":memory:")
     store.bind_embedder("test", DIM)
+    _check_against_model(store, sequence)
+    store.close()
+
+
+def _check_against_model(store: MemoryStore, sequence: list[tuple[str, int, str]]) -> None:
     model: dict[str, str] = {}
     last: dict[str, str] = {}
     scope = Scope()
@@ -100,8 +109,6 @@ def test_random_operations_match_a_dict_model(sequence: list[tuple[str, int, str
         elif op == "update" and eid in model:
             cur = store.get_entry(eid, scope)
             assert cur is not None
-            from dataclasses import replace
-
             store.update_entry(replace(cur, text=text, original_text=text), _vec(i + 100), "t")
             model[eid] = last[eid] = text
         elif op == "delete" and eid in model:
@@ -109,13 +116,111 @@ def test_random_operations_match_a_dict_model(sequence: list[tuple[str, int, str
             del model[eid]
         elif op == "restore" and eid in last and eid not in model:
             snap = [h.after for h in store.history(eid, scope) if h.after][-1]
-            from lightmem.store.sqlite import entry_from_dict
-
             store.restore_entry(entry_from_dict(snap), _vec(i), "t")
             model[eid] = last[eid]
     stored = {e.id: e.text for e in store.list_entries(scope, Filters(), 1000, 0)}
     assert stored == model
     assert store.integrity_check() == []
     ids, matrix, _ = store.vectors(scope, Filters())
-    assert sorted(ids) == sorted(model) and matrix.shape == (len(model), DIM)
+    assert sorted(ids) == sorted(model) and matrix.shape[0] == len(model)
+
+
+# -- both backends ------------------------------------------------------------------------
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    if request.param == "sqlite":
+        s: MemoryStore = SQLiteStore(":memory:")
+        s.bind_embedder("test", DIM)
+        yield s
+        s.close()
+        return
+    from conftest import drop_schema, require_postgres
+    from lightmem.store.postgres import PostgresStore
+
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    pg = PostgresStore(require_postgres(), schema=schema, pool_size=2)
+    pg.bind_embedder("test", DIM)
+    yield pg
+    pg.close()
+    drop_schema(schema)
+
+
+def test_search_on_both_backends(any_store: MemoryStore) -> None:
+    rows = [(_entry(i, f"word{i} common"), _vec(i)) for i in range(20)]
+    any_store.commit_extraction(rows, [])
+    hits = any_store.vector_search(_vec(7), Scope(), Filters(), 3)
+    assert hits[0][0] == "e7" and abs(hits[0][1] - 1.0) < 1e-4
+    assert any_store.text_search(["word12"], Scope(), Filters(), 5)[0][0] == "e12"
+    assert any_store.text_search(["absent"], Scope(), Filters(), 5) == []
+    assert any_store.integrity_check() == []
+
+
+def test_failed_write_leaves_nothing_on_both_backends(any_store: MemoryStore) -> None:
+    bad = np.zeros(DIM + 1, dtype=np.float32)
+    with contextlib.suppress(Exception):
+        any_store.commit_extraction([(_entry(1, "ok"), _vec(1)), (_entry(2, "bad"), bad)], [])
+    assert any_store.counts(Scope())["entries"] == 0
+    assert any_store.integrity_check() == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops)
+def test_postgres_matches_the_dict_model(sequence: list[tuple[str, int, str]]) -> None:
+    from conftest import drop_schema, require_postgres
+    from lightmem.store.postgres import PostgresStore
+
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(require_postgres(), schema=schema, pool_size=1)
+    try:
+        store.bind_embedder("test", DIM)
+        _check_against_model(store, sequence)
+    finally:
+        store.close()
+        drop_schema(schema)
+
+
+def test_postgres_refuses_a_newer_schema_and_an_unreachable_server() -> None:
+    import psycopg
+
+    from conftest import drop_schema, require_postgres
+    from lightmem.errors import StoreError
+    from lightmem.store.postgres import MIGRATIONS, PostgresStore
+
+    dsn = require_postgres()
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    PostgresStore(dsn, schema=schema).close()
+    PostgresStore(dsn, schema=schema).close()  # migrating twice is harmless
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {schema}.schema_migrations VALUES (%s, 0)", (len(MIGRATIONS) + 1,)
+        )
+    with pytest.raises(StoreError, match="upgrade lightmem"):
+        PostgresStore(dsn, schema=schema)
+    drop_schema(schema)
+    with pytest.raises(StoreError, match=r"store\.dsn: cannot connect"):
+        PostgresStore("postgresql://postgres@127.0.0.1:9/postgres", connect_timeout_s=2)
+
+
+def test_postgres_survives_a_server_restart() -> None:
+    import os
+    import subprocess
+
+    from conftest import drop_schema, require_postgres
+    from lightmem.store.postgres import PostgresStore
+
+    restart = os.environ.get("LIGHTMEM_TEST_PG_RESTART")
+    dsn = require_postgres()
+    if not restart:
+        pytest.skip("set LIGHTMEM_TEST_PG_RESTART to a command restarting the test server")
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(dsn, schema=schema, pool_size=2)
+    store.bind_embedder("test", DIM)
+    store.commit_extraction([(_entry(1, "before the restart"), _vec(1))], [])
+    # no pipes: the restarted server would hold them open
+    subprocess.run(
+        restart, shell=True, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    store.commit_extraction([(_entry(2, "after the restart"), _vec(2))], [])  # reconnects
+    assert store.counts(Scope())["entries"] == 2 and store.integrity_check() == []
     store.close()
+    drop_schema(schema)

@@ -130,7 +130,12 @@ class LLMSettings:
 class Settings:
     """The validated configuration, as plain values."""
 
+    store_provider: str = "sqlite"
     store_path: str = "lightmem.db"
+    store_dsn: str = ""
+    store_schema: str = "lightmem"
+    store_pool_size: int = 8
+    store_ef_search: int = 64
     pre_compress: bool = True
     compressor: str = "entropy"
     compress_rate: float = 0.3
@@ -275,7 +280,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     cr.section("configs").done()
     cr.done()
 
-    s["store_path"] = _store_path(root)
+    s.update(_store(root))
 
     s["update"] = root.get_choice("update", "offline", ("offline", "online"))
     s["extraction_mode"] = root.get_choice("extraction_mode", "flat", ("flat", "event"))
@@ -294,7 +299,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     return Settings(**s)
 
 
-def _store_path(root: _Section) -> str:
+def _store(root: _Section) -> dict[str, Any]:
     er = root.section("embedding_retriever")
     er.get_choice("model_name", "sqlite", ("sqlite",))
     erc = er.section("configs")
@@ -302,12 +307,25 @@ def _store_path(root: _Section) -> str:
     erc.done()
     er.done()
     st = root.section("store")
-    st.get_choice("provider", "sqlite", ("sqlite",))
-    path_b = st.get_str("path", "")
+    env_dsn = os.environ.get("LIGHTMEM_PG_DSN", "")
+    # The environment picks PostgreSQL only when the config names no store of its own.
+    default = "postgres" if env_dsn and not st._raw and not path_a else "sqlite"
+    provider = st.get_choice("provider", default, ("sqlite", "postgres"))
+    out: dict[str, Any] = {"store_provider": provider}
+    if provider == "sqlite":
+        path_b = st.get_str("path", "")
+        if path_a and path_b and path_a != path_b:
+            raise ConfigError("store.path: differs from embedding_retriever.configs.path; give one")
+        out["store_path"] = path_b or path_a or os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+    else:
+        out["store_dsn"] = st.get_str("dsn", env_dsn)
+        if not out["store_dsn"]:
+            raise ConfigError("store.dsn: required for the postgres store (or set LIGHTMEM_PG_DSN)")
+        out["store_schema"] = st.get_str("schema", "lightmem")
+        out["store_pool_size"] = st.get_int("pool_size", 8, 1, 1000)
+        out["store_ef_search"] = st.get_int("ef_search", 64, 1, 10_000)
     st.done()
-    if path_a and path_b and path_a != path_b:
-        raise ConfigError("store.path: differs from embedding_retriever.configs.path; give one")
-    return path_b or path_a or os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+    return out
 
 
 # -- building instances (the edge) --------------------------------------------------------
@@ -369,6 +387,15 @@ def build_compressor(s: Settings) -> Compressor:
 
 
 def build_store(s: Settings) -> MemoryStore:
+    if s.store_provider == "postgres":
+        from lightmem.store.postgres import PostgresStore
+
+        return PostgresStore(
+            s.store_dsn,
+            schema=s.store_schema,
+            pool_size=s.store_pool_size,
+            ef_search=s.store_ef_search,
+        )
     from lightmem.store.sqlite import SQLiteStore
 
     return SQLiteStore(s.store_path)

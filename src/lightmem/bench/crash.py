@@ -89,7 +89,7 @@ def kill_once(
             for e in mem.list_entries(filters={"kind": "entry"}, limit=1_000_000)
             for s in e.source_ids
         }
-        problems += mem.store.integrity_check()  # type: ignore[attr-defined]
+        problems += mem.store.integrity_check()
     return {
         "acked_calls": len(acked),
         "lost_acked_messages": len(set(ids) - present),

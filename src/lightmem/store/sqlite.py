@@ -18,6 +18,7 @@ import numpy as np
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.ledger import UsageRecord
 from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
+from lightmem.store.sql import SQLITE, filter_sql, scope_sql
 from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.vector_cache import VectorRows
 from lightmem.types import (
@@ -621,37 +622,11 @@ class SQLiteStore:
 
 # -- row mapping helpers ------------------------------------------------------------------
 def _scope_sql(scope: Scope, prefix: str) -> tuple[str, list[Any]]:
-    clauses = ["1"]
-    params: list[Any] = []
-    for col, value in scope.as_dict().items():
-        if value:
-            clauses.append(f"{prefix}{col} = ?")
-            params.append(value)
-    return " AND ".join(clauses), params
+    return scope_sql(SQLITE, scope, prefix)
 
 
 def _filter_sql(scope: Scope, f: Filters, prefix: str) -> tuple[str, list[Any]]:
-    where, params = _scope_sql(scope, prefix)
-    clauses = [where]
-    if f.time_from is not None:
-        clauses.append(f"{prefix}ts >= ?")
-        params.append(f.time_from.timestamp())
-    if f.time_to is not None:
-        clauses.append(f"{prefix}ts <= ?")
-        params.append(f.time_to.timestamp())
-    if f.speaker is not None:
-        clauses.append(f"{prefix}speaker_key = ?")
-        params.append(f.speaker.lower())
-    if f.topic_id is not None:
-        clauses.append(f"{prefix}topic_id = ?")
-        params.append(f.topic_id)
-    if f.kinds is not None:
-        clauses.append(f"{prefix}kind IN ({','.join('?' * len(f.kinds))})")
-        params.extend(f.kinds)
-    if f.event_id is not None:
-        clauses.append(f"json_extract({prefix}metadata, '$.event_id') = ?")
-        params.append(f.event_id)
-    return " AND ".join(clauses), params
+    return filter_sql(SQLITE, scope, f, prefix)
 
 
 def _ts(value: float | None) -> datetime | None:

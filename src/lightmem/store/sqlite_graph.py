@@ -16,6 +16,7 @@ import numpy as np
 from lightmem.errors import NotFoundError, StoreError
 from lightmem.fluxmem.types import Edge, EdgeKind, Node, NodeKind
 from lightmem.store.base import ScoredId, Vector
+from lightmem.store.sql import SQLITE, scope_sql
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import Scope
 
@@ -385,12 +386,7 @@ def _edge_id(kind: str, src: str, dst: str) -> str:
 
 
 def _scope_sql(scope: Scope, prefix: str = "") -> tuple[str, list[Any]]:
-    clauses, params = ["1"], []
-    for col, value in scope.as_dict().items():
-        if value:
-            clauses.append(f"{prefix}{col} = ?")
-            params.append(value)
-    return " AND ".join(clauses), params
+    return scope_sql(SQLITE, scope, prefix)
 
 
 def _node(r: Sequence[Any]) -> Node:

@@ -1,0 +1,683 @@
+"""The PostgreSQL + pgvector backend: the same MemoryStore, for many processes and machines.
+
+Vectors live in a pgvector column with an HNSW index (inner product on unit vectors,
+``ef_search`` tunable); full text in a generated ``tsvector`` ranked with ``ts_rank_cd``
+(cover density: it rewards query words close together, where BM25 rewards rare words and
+normalises by length, so rankings differ). The schema is created and migrated by the
+library (versioned, safe to run twice); every operation is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from lightmem.errors import InvalidInputError, NotFoundError, StoreError
+from lightmem.ledger import UsageRecord
+from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
+from lightmem.store.sql import POSTGRES, filter_sql, scope_sql
+from lightmem.types import (
+    Filters,
+    HistoryEvent,
+    MemoryEntry,
+    Message,
+    Scope,
+)
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_TERM = re.compile(r"^\w+$", re.UNICODE)
+
+# Each migration is applied once, in order, inside one transaction; the list only grows.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS messages (
+        seq BIGSERIAL PRIMARY KEY,
+        msg_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
+        role TEXT NOT NULL, content TEXT NOT NULL, compressed TEXT NOT NULL,
+        ts DOUBLE PRECISION, time_text TEXT NOT NULL,
+        speaker_id TEXT NOT NULL, speaker_name TEXT NOT NULL,
+        metadata JSONB NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'segmented', 'extracted')),
+        topic_id TEXT NOT NULL DEFAULT '',
+        created_at DOUBLE PRECISION NOT NULL,
+        UNIQUE (user_id, agent_id, run_id, msg_id)
+    );
+    CREATE INDEX IF NOT EXISTS messages_status ON messages (status, user_id, agent_id, run_id);
+    CREATE TABLE IF NOT EXISTS entries (
+        rid BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('entry', 'summary', 'event')),
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
+        text TEXT NOT NULL, original_text TEXT NOT NULL,
+        ts DOUBLE PRECISION,
+        speaker_id TEXT NOT NULL, speaker_name TEXT NOT NULL, speaker_key TEXT NOT NULL,
+        topic_id TEXT NOT NULL,
+        source_ids JSONB NOT NULL,
+        context TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        metadata JSONB NOT NULL,
+        search_text TEXT NOT NULL,
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED
+    );
+    CREATE INDEX IF NOT EXISTS entries_scope ON entries (user_id, agent_id, run_id);
+    CREATE INDEX IF NOT EXISTS entries_topic ON entries (topic_id);
+    CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv);
+    CREATE TABLE IF NOT EXISTS history (
+        seq BIGSERIAL PRIMARY KEY,
+        entry_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
+        op TEXT NOT NULL CHECK (op IN ('add', 'update', 'delete', 'restore')),
+        version INTEGER NOT NULL,
+        before JSONB, after JSONB,
+        at DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS history_entry ON history (entry_id, seq);
+    CREATE TABLE IF NOT EXISTS update_queue (
+        entry_id TEXT PRIMARY KEY, candidates JSONB NOT NULL, built_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS usage (
+        kind TEXT NOT NULL, op TEXT NOT NULL,
+        calls BIGINT NOT NULL, items BIGINT NOT NULL,
+        prompt_tokens BIGINT NOT NULL, completion_tokens BIGINT NOT NULL,
+        latency_s DOUBLE PRECISION NOT NULL, errors BIGINT NOT NULL,
+        PRIMARY KEY (kind, op)
+    );
+    """,
+)
+
+_COLS = (
+    "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
+    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
+)
+
+
+class PostgresStore:
+    """A :class:`~lightmem.store.base.MemoryStore` in PostgreSQL (schema ``schema``)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "lightmem",
+        pool_size: int = 8,
+        ef_search: int = 64,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        if not _SCHEMA_NAME.match(schema):
+            raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
+        try:
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise StoreError("the postgres store needs: pip install 'lightmem[postgres]'") from exc
+        self.schema = schema
+        self.path = f"postgres:{_redact(dsn)}#{schema}"
+        self.ef_search = ef_search
+        self._register_vector = register_vector
+        self._dim: int | None = None
+        self._vector_ready = False
+        self._migrate(dsn, connect_timeout_s)
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": False, "connect_timeout": int(connect_timeout_s)},
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except Exception as exc:
+            raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
+
+    # -- connections and schema -----------------------------------------------------------
+    def _configure(self, conn: Any) -> None:
+        conn.execute(f"SET search_path TO {self.schema}, public")
+        self._register_vector(conn)
+        conn.commit()
+
+    def _migrate(self, dsn: str, timeout: float) -> None:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(dsn, autocommit=False, connect_timeout=int(timeout))
+        except psycopg.Error as exc:
+            raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
+        try:
+            with conn.transaction():
+                # One migrator at a time across processes.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                conn.execute(f"SET LOCAL search_path TO {self.schema}, public")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+                )
+                row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+                current = int(row[0] or 0) if row else 0
+                if current > len(MIGRATIONS):
+                    raise StoreError(
+                        f"store: schema {self.schema!r} is at version {current}; this lightmem "
+                        f"knows up to {len(MIGRATIONS)}: upgrade lightmem"
+                    )
+                for version in range(current + 1, len(MIGRATIONS) + 1):
+                    conn.execute(MIGRATIONS[version - 1])
+                    conn.execute(
+                        "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
+                    )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"store: cannot create or migrate schema {self.schema!r}: {exc}"
+            ) from exc
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        import psycopg
+
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.errors.UniqueViolation:
+            raise
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"store: database unavailable ({exc}); the operation was rolled back"
+            ) from exc
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def bind_embedder(self, name: str, dim: int) -> None:
+        with self._tx() as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'embedder' FOR UPDATE").fetchone()
+            if row is None:
+                c.execute(
+                    "INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT DO NOTHING",
+                    (json.dumps({"name": name, "dim": dim}),),
+                )
+                c.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
+                c.execute(
+                    "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries "
+                    "USING hnsw (embedding vector_ip_ops)"
+                )
+            else:
+                bound = json.loads(row[0])
+                if bound["name"] != name or bound["dim"] != dim:
+                    raise StoreError(
+                        f"text_embedder: store {self.path!r} was built with {bound['name']} "
+                        f"({bound['dim']}-d) and cannot be searched with {name} ({dim}-d); "
+                        "use the same embedder or a new store"
+                    )
+        self._dim = dim
+
+    # -- message buffer ---------------------------------------------------------------------
+    def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> None:
+        import psycopg
+
+        now = time.time()
+        with self._tx() as c:
+            for i, (m, compressed) in enumerate(items):
+                try:
+                    with c.transaction():  # a savepoint: name the duplicate, keep the rest
+                        c.execute(
+                            "INSERT INTO messages (msg_id, user_id, agent_id, run_id, role, "
+                            "content, compressed, ts, time_text, speaker_id, speaker_name, "
+                            "metadata, status, created_at) VALUES "
+                            "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,'pending',%s)",
+                            (
+                                m.id,
+                                scope.user_id,
+                                scope.agent_id,
+                                scope.run_id,
+                                m.role,
+                                m.content,
+                                compressed,
+                                m.timestamp.timestamp() if m.timestamp else None,
+                                m.time_text,
+                                m.speaker_id,
+                                m.speaker_name,
+                                json.dumps(dict(m.metadata)),
+                                now,
+                            ),
+                        )
+                except psycopg.errors.UniqueViolation as exc:
+                    raise InvalidInputError(
+                        f"messages[{i}].id: {m.id!r} already exists in scope {scope.label()}"
+                    ) from exc
+
+    def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
+                "speaker_name, metadata, status, topic_id FROM messages WHERE status = %s AND "
+                "user_id = %s AND agent_id = %s AND run_id = %s ORDER BY seq",
+                (status, scope.user_id, scope.agent_id, scope.run_id),
+            ).fetchall()
+        return [
+            BufferedMessage(
+                seq=r[0],
+                scope=scope,
+                message=_message(r[1:10]),
+                compressed=r[4],
+                status=r[10],
+                topic_id=r[11],
+            )
+            for r in rows
+        ]
+
+    def buffered_scopes(self) -> list[Scope]:
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT DISTINCT user_id, agent_id, run_id FROM messages "
+                "WHERE status != 'extracted'"
+            ).fetchall()
+        return [Scope(*r) for r in rows]
+
+    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> None:
+        with self._tx() as c, c.cursor() as cur:
+            cur.executemany(
+                "UPDATE messages SET status = 'segmented', topic_id = %s WHERE seq = %s",
+                [(topic, seq) for seq, topic in assignments],
+            )
+
+    def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]:
+        if not ids:
+            return []
+        where, params = scope_sql(POSTGRES, scope)
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT msg_id, role, content, compressed, ts, time_text, speaker_id, "
+                f"speaker_name, metadata FROM messages WHERE msg_id = ANY(%s) AND {where} "
+                "ORDER BY seq",
+                (list(ids), *params),
+            ).fetchall()
+        return [_message(r) for r in rows]
+
+    # -- entries ----------------------------------------------------------------------------
+    def commit_extraction(
+        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+    ) -> None:
+        with self._tx() as c:
+            for entry, vec in entries:
+                self._insert(c, entry, vec)
+                self._log(c, entry, "add", None, entry, "extracted")
+            if message_seqs:
+                c.execute(
+                    "UPDATE messages SET status = 'extracted' WHERE seq = ANY(%s)",
+                    (list(message_seqs),),
+                )
+
+    def _insert(self, c: Any, e: MemoryEntry, vec: Vector) -> None:
+        if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
+            raise StoreError(
+                f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
+            )
+        c.execute(
+            f"INSERT INTO entries ({_COLS}, speaker_key, search_text, embedding) VALUES "
+            "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            (
+                e.id,
+                e.kind,
+                e.scope.user_id,
+                e.scope.agent_id,
+                e.scope.run_id,
+                e.text,
+                e.original_text,
+                e.timestamp.timestamp() if e.timestamp else None,
+                e.speaker_id,
+                e.speaker_name,
+                e.topic_id,
+                json.dumps(list(e.source_ids)),
+                e.context,
+                e.version,
+                (e.created_at or datetime.now(UTC)).timestamp(),
+                (e.updated_at or datetime.now(UTC)).timestamp(),
+                json.dumps(dict(e.metadata)),
+                e.speaker.lower(),
+                e.search_text,
+                vec,
+            ),
+        )
+
+    def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
+        where, params = scope_sql(POSTGRES, scope)
+        with self._tx() as c:
+            row = c.execute(
+                f"SELECT {_COLS} FROM entries WHERE id = %s AND {where}", (entry_id, *params)
+            ).fetchone()
+        return _entry(row) if row else None
+
+    def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        if not entry_ids:
+            return {}
+        with self._tx() as c:
+            rows = c.execute(
+                f"SELECT {_COLS} FROM entries WHERE id = ANY(%s)", (list(entry_ids),)
+            ).fetchall()
+        return {r[0]: _entry(r) for r in rows}
+
+    def list_entries(
+        self, scope: Scope, filters: Filters, limit: int, offset: int
+    ) -> list[MemoryEntry]:
+        where, params = filter_sql(POSTGRES, scope, filters)
+        with self._tx() as c:
+            rows = c.execute(
+                f"SELECT {_COLS} FROM entries WHERE {where} "
+                "ORDER BY coalesce(ts, created_at), rid LIMIT %s OFFSET %s",
+                (*params, limit, offset),
+            ).fetchall()
+        return [_entry(r) for r in rows]
+
+    def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
+        with self._tx() as c:
+            old = self._require(c, entry.id, entry.scope)
+            new = replace(
+                entry,
+                version=old.version + 1,
+                created_at=old.created_at,
+                updated_at=datetime.now(UTC),
+            )
+            c.execute("DELETE FROM entries WHERE id = %s", (entry.id,))
+            self._insert(c, new, vector)
+            self._log(c, new, "update", old, new, reason)
+        return new
+
+    def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry:
+        with self._tx() as c:
+            old = self._require(c, entry_id, scope)
+            c.execute("DELETE FROM entries WHERE id = %s", (entry_id,))
+            self._log(c, old, "delete", old, None, reason)
+        return old
+
+    def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
+        with self._tx() as c:
+            row = c.execute(
+                f"SELECT {_COLS} FROM entries WHERE id = %s FOR UPDATE", (snapshot.id,)
+            ).fetchone()
+            current = _entry(row) if row else None
+            if current is not None and current.scope != snapshot.scope:
+                raise NotFoundError(f"id: no memory entry {snapshot.id!r} in this scope")
+            top = c.execute(
+                "SELECT max(version) FROM history WHERE entry_id = %s", (snapshot.id,)
+            ).fetchone()
+            new = replace(snapshot, version=int(top[0] or 0) + 1, updated_at=datetime.now(UTC))
+            if current is not None:
+                c.execute("DELETE FROM entries WHERE id = %s", (snapshot.id,))
+            self._insert(c, new, vector)
+            self._log(c, new, "restore", current, new, reason)
+        return new
+
+    def history(self, entry_id: str, scope: Scope) -> list[HistoryEvent]:
+        where, params = scope_sql(POSTGRES, scope)
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT seq, entry_id, op, version, at, reason, before, after FROM history "
+                f"WHERE entry_id = %s AND {where} ORDER BY seq",
+                (entry_id, *params),
+            ).fetchall()
+        return [
+            HistoryEvent(
+                seq=r[0],
+                entry_id=r[1],
+                op=r[2],
+                version=r[3],
+                at=datetime.fromtimestamp(r[4], tz=UTC),
+                reason=r[5],
+                before=r[6],
+                after=r[7],
+            )
+            for r in rows
+        ]
+
+    def _require(self, c: Any, entry_id: str, scope: Scope) -> MemoryEntry:
+        where, params = scope_sql(POSTGRES, scope)
+        row = c.execute(
+            f"SELECT {_COLS} FROM entries WHERE id = %s AND {where} FOR UPDATE",
+            (entry_id, *params),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
+        return _entry(row)
+
+    def _log(
+        self,
+        c: Any,
+        e: MemoryEntry,
+        op: str,
+        before: MemoryEntry | None,
+        after: MemoryEntry | None,
+        reason: str,
+    ) -> None:
+        c.execute(
+            "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, before, "
+            "after, at, reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            (
+                e.id,
+                e.scope.user_id,
+                e.scope.agent_id,
+                e.scope.run_id,
+                op,
+                e.version,
+                json.dumps(before.to_dict()) if before else None,
+                json.dumps(after.to_dict()) if after else None,
+                time.time(),
+                reason,
+            ),
+        )
+
+    # -- search -----------------------------------------------------------------------------
+    def vector_search(
+        self, query: Vector, scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        if k <= 0:
+            return []
+        where, params = filter_sql(POSTGRES, scope, filters)
+        with self._tx() as c:
+            c.execute(f"SET LOCAL hnsw.ef_search = {int(max(self.ef_search, k))}")
+            # Filtered queries keep scanning the graph until k rows pass the filter.
+            c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = c.execute(
+                f"SELECT id, -(embedding <#> %s) AS score FROM entries WHERE {where} "
+                "ORDER BY embedding <#> %s LIMIT %s",
+                (query, *params, query, k),
+            ).fetchall()
+        return sorted(((r[0], float(r[1])) for r in rows), key=lambda x: -x[1])
+
+    def text_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        words = [t for t in terms if _TERM.match(t)]
+        if not words or k <= 0:
+            return []
+        where, params = filter_sql(POSTGRES, scope, filters)
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT id, ts_rank_cd(tsv, q) AS score FROM entries, "
+                "to_tsquery('english', %s) AS q "
+                f"WHERE tsv @@ q AND {where} ORDER BY score DESC, rid LIMIT %s",
+                (" | ".join(words), *params, k),
+            ).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
+        where, params = filter_sql(POSTGRES, scope, filters)
+        with self._tx() as c:
+            rows = c.execute(
+                f"SELECT id, embedding, user_id, agent_id, run_id FROM entries WHERE {where} "
+                "ORDER BY rid",
+                params,
+            ).fetchall()
+        if not rows:
+            return [], np.zeros((0, self._dim or 0), dtype=np.float32), []
+        matrix = np.vstack([_array(r[1]) for r in rows])
+        return [r[0] for r in rows], matrix, [f"{r[2]}\x1f{r[3]}\x1f{r[4]}" for r in rows]
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None:
+        now = time.time()
+        with self._tx() as c, c.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO update_queue VALUES (%s, %s, %s) ON CONFLICT (entry_id) DO UPDATE "
+                "SET candidates = excluded.candidates, built_at = excluded.built_at",
+                [(eid, json.dumps(cands), now) for eid, cands in queue.items()],
+            )
+
+    def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]:
+        where, params = scope_sql(POSTGRES, scope, "e.")
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT q.entry_id, q.candidates FROM update_queue q JOIN entries e "
+                f"ON e.id = q.entry_id WHERE {where} ORDER BY e.rid",
+                params,
+            ).fetchall()
+        return {r[0]: [(x[0], float(x[1])) for x in r[1]] for r in rows}
+
+    def record_usage(self, records: Sequence[UsageRecord]) -> None:
+        if not records:
+            return
+        with self._tx() as c, c.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO usage VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (kind, op) DO "
+                "UPDATE SET calls = usage.calls + excluded.calls, "
+                "items = usage.items + excluded.items, "
+                "prompt_tokens = usage.prompt_tokens + excluded.prompt_tokens, "
+                "completion_tokens = usage.completion_tokens + excluded.completion_tokens, "
+                "latency_s = usage.latency_s + excluded.latency_s, "
+                "errors = usage.errors + excluded.errors",
+                [
+                    (
+                        r.kind,
+                        r.op,
+                        r.calls,
+                        r.items,
+                        r.prompt_tokens,
+                        r.completion_tokens,
+                        r.latency_s,
+                        r.errors,
+                    )
+                    for r in records
+                ],
+            )
+
+    def usage(self) -> list[UsageRecord]:
+        with self._tx() as c:
+            rows = c.execute("SELECT * FROM usage ORDER BY kind, op").fetchall()
+        return [
+            UsageRecord(
+                r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]), int(r[7])
+            )
+            for r in rows
+        ]
+
+    def counts(self, scope: Scope) -> dict[str, int]:
+        where, params = scope_sql(POSTGRES, scope)
+        with self._tx() as c:
+            kinds = dict(
+                c.execute(
+                    f"SELECT kind, count(*) FROM entries WHERE {where} GROUP BY kind", params
+                ).fetchall()
+            )
+            status = dict(
+                c.execute(
+                    f"SELECT status, count(*) FROM messages WHERE {where} GROUP BY status", params
+                ).fetchall()
+            )
+            hist = c.execute(f"SELECT count(*) FROM history WHERE {where}", params).fetchone()[0]
+        return {
+            "entries": int(kinds.get("entry", 0)),
+            "summaries": int(kinds.get("summary", 0)),
+            "events": int(kinds.get("event", 0)),
+            "messages": int(sum(status.values())),
+            "messages_pending": int(status.get("pending", 0)),
+            "messages_segmented": int(status.get("segmented", 0)),
+            "history_events": int(hist),
+        }
+
+    def integrity_check(self) -> list[str]:
+        problems: list[str] = []
+        with self._tx() as c:
+            missing = c.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[
+                0
+            ]
+            if missing:
+                problems.append(f"{missing} entries without a vector")
+            stale = c.execute(
+                "SELECT count(*) FROM entries WHERE tsv IS NULL OR search_text = ''"
+            ).fetchone()[0]
+            if stale:
+                problems.append(f"{stale} entries without full text")
+            orphan = c.execute(
+                "SELECT count(*) FROM entries e WHERE NOT EXISTS "
+                "(SELECT 1 FROM history h WHERE h.entry_id = e.id)"
+            ).fetchone()[0]
+            if orphan:
+                problems.append(f"{orphan} entries without history")
+        return problems
+
+    def drop(self) -> None:
+        """Delete this store's schema and everything in it (tests, benchmarks)."""
+        with self._tx() as c:
+            c.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+def _array(value: Any) -> Vector:
+    """A pgvector value as float32 numpy (the driver may hand back its own Vector type)."""
+    raw = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(raw, dtype=np.float32)
+
+
+def _redact(dsn: str) -> str:
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+
+
+def _ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+def _message(r: Sequence[Any]) -> Message:
+    msg_id, role, content, _compressed, ts, time_text, speaker_id, speaker_name, meta = r
+    return Message(
+        id=msg_id,
+        role=role,
+        content=content,
+        timestamp=_ts(ts),
+        time_text=time_text,
+        speaker_id=speaker_id,
+        speaker_name=speaker_name,
+        metadata=meta,
+    )
+
+
+def _entry(r: Sequence[Any]) -> MemoryEntry:
+    return MemoryEntry(
+        id=r[0],
+        kind=r[1],
+        scope=Scope(r[2], r[3], r[4]),
+        text=r[5],
+        original_text=r[6],
+        timestamp=_ts(r[7]),
+        speaker_id=r[8],
+        speaker_name=r[9],
+        topic_id=r[10],
+        source_ids=tuple(r[11]),
+        context=r[12],
+        version=r[13],
+        created_at=_ts(r[14]),
+        updated_at=_ts(r[15]),
+        metadata=r[16],
+    )
