@@ -33,6 +33,7 @@ from lightmem import (
         ({"content": "x", "id": ""}, "messages[0].id"),
         ([{"content": "a", "id": "1"}, {"content": "b", "id": "1"}], "messages[1].id"),
         ({"content": "bad \ud800 surrogate"}, "messages[0].content"),
+        ({"content": "nul \x00 byte"}, "messages[0].content"),
         ("just a string", "messages"),
         ([], "messages"),
         ([["not", "a", "dict"]], "messages[0]"),

@@ -149,3 +149,13 @@ def test_embedder_faults_keep_messages_and_recover(
             (e.text, e.source_ids) for e in mem.list_entries(filters={"kind": "entry"})
         } == clean
         assert not mem.store.integrity_check()
+
+
+def test_concurrent_processes_lose_and_double_nothing(store_config: dict[str, Any]) -> None:
+    from lightmem.bench import concurrency
+
+    result = concurrency.run(store_config, writers=2, readers=2, seconds=3)
+    assert result["acked_messages"] > 0 and result["failed_processes"] == 0
+    assert result["lost"] == 0 and result["duplicated_entries"] == 0
+    assert result["entries_match_messages"] and result["checksum_match"]
+    assert result["reader_errors"] == 0 and result["integrity_problems"] == []

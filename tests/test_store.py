@@ -82,7 +82,7 @@ ops = st.lists(
     st.tuples(
         st.sampled_from(["add", "update", "delete", "restore"]),
         st.integers(0, 5),
-        st.text(min_size=1, max_size=30),
+        st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=30),
     ),
     max_size=25,
 )

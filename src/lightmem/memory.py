@@ -26,7 +26,7 @@ from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
-from lightmem.pipeline.messages import normalize_messages
+from lightmem.pipeline.messages import check_text, normalize_messages
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
@@ -296,6 +296,7 @@ class LightMemory:
         entry = self.get(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("text: expected a non-empty string")
+        check_text(text, "text")
         new = replace(entry, text=text, original_text=text)
         vec = self.embedder.embed([new.search_text], op="update")[0]
         out = self.store.update_entry(new, vec, "manual update")

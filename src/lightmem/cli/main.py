@@ -108,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--clients", type=int, default=20)
     se.add_argument("--requests", type=int, default=2_000)
     se.add_argument("--workers", type=int, default=1)
+    cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
+    cc.add_argument("--writers", type=int, default=4)
+    cc.add_argument("--readers", type=int, default=4)
+    cc.add_argument("--seconds", type=float, default=60.0)
+    cc.add_argument("--dsn", help="PostgreSQL DSN (default: a SQLite file in a temp folder)")
     cr = bsub.add_parser("crash", help="SIGKILL ingestion at random points, then verify")
     cr.add_argument("--kills", type=int, default=200)
     cr.add_argument("--llm", action="store_true", help="the LLM pipeline, against the stub")
@@ -271,6 +276,22 @@ def _bench(args: argparse.Namespace) -> int:
             requests=args.requests,
             workers=args.workers,
         )
+        print(json.dumps(result, indent=2))
+        return 0
+    if args.bench == "concurrency":
+        import tempfile
+
+        from lightmem.bench import concurrency
+
+        with tempfile.TemporaryDirectory(prefix="lightmem-conc-") as tmp:
+            store = (
+                {"provider": "postgres", "dsn": args.dsn, "schema": "lightmem_bench_concurrency"}
+                if args.dsn
+                else {"provider": "sqlite", "path": str(Path(tmp) / "conc.db")}
+            )
+            result = concurrency.run(
+                store, writers=args.writers, readers=args.readers, seconds=args.seconds
+            )
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "crash":

@@ -22,6 +22,7 @@ from lightmem.fluxmem.stage1 import Stage1
 from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
 from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
+from lightmem.pipeline.messages import check_text
 from lightmem.store.graph import GraphStore
 
 ExecuteFn = Callable[[str], StepResult | Awaitable[StepResult]]
@@ -398,10 +399,5 @@ def _docs(
             out.append((d["text"], str(d.get("source", source))))
         else:
             raise InvalidInputError(f"text_or_docs[{i}]: expected a string or {{'text': ...}}")
-        try:
-            out[-1][0].encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(
-                f"text_or_docs[{i}]: not valid Unicode (lone surrogate)"
-            ) from exc
+        check_text(out[-1][0], f"text_or_docs[{i}]")
     return out

@@ -103,7 +103,8 @@ class Ingestor:
         if not force and len(groups) > 1:
             groups = groups[:-1]  # the last topic may continue in the next messages
         assignments = [(pending[i].seq, topic) for g in groups for topic in [_new_id()] for i in g]
-        self._store.mark_segmented(assignments)
+        if not self._store.mark_segmented(assignments):
+            return 0, {}  # another process segmented them meanwhile
         memo = {} if shared else {pending[i].seq: vectors[i] for g in groups for i in g}
         return len(groups), memo
 
@@ -129,7 +130,8 @@ class Ingestor:
         rows: list[tuple[MemoryEntry, Vector]] = [
             (d.entry, d.vector if d.vector is not None else next(fresh)) for d in drafts
         ]
-        self._store.commit_extraction(rows, [b.seq for b in buffered])
+        if not self._store.commit_extraction(rows, [b.seq for b in buffered]):
+            return ()  # another process extracted them meanwhile: its entries stand
         return tuple(e.id for e, _ in rows)
 
 

@@ -139,7 +139,14 @@ def _opt_str(fields: Mapping[str, Any], key: str, where: str) -> str:
 
 
 def _check_text(value: str, where: str) -> None:
+    check_text(value, where)
+
+
+def check_text(value: str, where: str) -> None:
+    """Text every backend can store: valid Unicode, no NUL character."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInputError(f"{where}: not valid Unicode text (lone surrogate)") from exc
+    if "\x00" in value:
+        raise InvalidInputError(f"{where}: contains a NUL character")

@@ -194,6 +194,8 @@ class PostgresStore:
                 yield conn
         except psycopg.errors.UniqueViolation:
             raise
+        except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL refuses
+            raise InvalidInputError(f"value: PostgreSQL cannot store it ({exc})") from exc
         except psycopg.OperationalError as exc:
             raise StoreError(
                 f"store: database unavailable ({exc}); the operation was rolled back"
@@ -288,12 +290,20 @@ class PostgresStore:
             ).fetchall()
         return [Scope(*r) for r in rows]
 
-    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> None:
-        with self._tx() as c, c.cursor() as cur:
-            cur.executemany(
-                "UPDATE messages SET status = 'segmented', topic_id = %s WHERE seq = %s",
-                [(topic, seq) for seq, topic in assignments],
-            )
+    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
+        try:
+            with self._tx() as c:
+                done = c.execute(
+                    "UPDATE messages AS m SET status = 'segmented', topic_id = a.topic "
+                    "FROM unnest(%s::bigint[], %s::text[]) AS a(seq, topic) "
+                    "WHERE m.seq = a.seq AND m.status = 'pending'",
+                    ([seq for seq, _ in assignments], [t for _, t in assignments]),
+                ).rowcount
+                if done != len(assignments):
+                    raise _Claimed()
+        except _Claimed:
+            return False
+        return True
 
     def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]:
         if not ids:
@@ -311,16 +321,23 @@ class PostgresStore:
     # -- entries ----------------------------------------------------------------------------
     def commit_extraction(
         self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
-    ) -> None:
-        with self._tx() as c:
-            for entry, vec in entries:
-                self._insert(c, entry, vec)
-                self._log(c, entry, "add", None, entry, "extracted")
-            if message_seqs:
-                c.execute(
-                    "UPDATE messages SET status = 'extracted' WHERE seq = ANY(%s)",
-                    (list(message_seqs),),
-                )
+    ) -> bool:
+        try:
+            with self._tx() as c:
+                if message_seqs:
+                    done = c.execute(
+                        "UPDATE messages SET status = 'extracted' "
+                        "WHERE seq = ANY(%s) AND status = 'segmented'",
+                        (list(message_seqs),),
+                    ).rowcount
+                    if done != len(set(message_seqs)):
+                        raise _Claimed()
+                for entry, vec in entries:
+                    self._insert(c, entry, vec)
+                    self._log(c, entry, "add", None, entry, "extracted")
+        except _Claimed:
+            return False
+        return True
 
     def _insert(self, c: Any, e: MemoryEntry, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
@@ -633,6 +650,10 @@ class PostgresStore:
         """Delete this store's schema and everything in it (tests, benchmarks)."""
         with self._tx() as c:
             c.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+class _Claimed(Exception):
+    """Another writer moved these messages on first: roll back, it did the work."""
 
 
 def _array(value: Any) -> Vector:

@@ -306,12 +306,19 @@ class SQLiteStore:
             ).fetchall()
         return [Scope(*r) for r in rows]
 
-    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> None:
-        with self._tx() as c:
-            c.executemany(
-                "UPDATE messages SET status = 'segmented', topic_id = ? WHERE seq = ?",
-                [(topic, seq) for seq, topic in assignments],
-            )
+    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
+        try:
+            with self._tx() as c:
+                cur = c.executemany(
+                    "UPDATE messages SET status = 'segmented', topic_id = ? "
+                    "WHERE seq = ? AND status = 'pending'",
+                    [(topic, seq) for seq, topic in assignments],
+                )
+                if cur.rowcount != len(assignments):
+                    raise _Claimed()
+        except _Claimed:
+            return False
+        return True
 
     def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]:
         if not ids:
@@ -330,15 +337,22 @@ class SQLiteStore:
     # -- entries ----------------------------------------------------------------------
     def commit_extraction(
         self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
-    ) -> None:
-        with self._tx() as c:
-            for entry, vec in entries:
-                self._insert_entry(c, entry, vec)
-                self._log(c, entry, "add", None, entry, "extracted")
-            c.executemany(
-                "UPDATE messages SET status = 'extracted' WHERE seq = ?",
-                [(s,) for s in message_seqs],
-            )
+    ) -> bool:
+        try:
+            with self._tx() as c:
+                cur = c.executemany(
+                    "UPDATE messages SET status = 'extracted' "
+                    "WHERE seq = ? AND status = 'segmented'",
+                    [(s,) for s in message_seqs],
+                )
+                if cur.rowcount != len(message_seqs):
+                    raise _Claimed()
+                for entry, vec in entries:
+                    self._insert_entry(c, entry, vec)
+                    self._log(c, entry, "add", None, entry, "extracted")
+        except _Claimed:
+            return False
+        return True
 
     def _insert_entry(self, c: sqlite3.Connection, e: MemoryEntry, vec: Vector) -> None:
         self._check_vec(vec)
@@ -618,6 +632,10 @@ class SQLiteStore:
             if orphan:
                 problems.append(f"{orphan} entries without history")
         return problems
+
+
+class _Claimed(Exception):
+    """Another writer moved these messages on first: roll back, it did the work."""
 
 
 # -- row mapping helpers ------------------------------------------------------------------
