@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -224,3 +225,49 @@ def test_postgres_survives_a_server_restart() -> None:
     assert store.counts(Scope())["entries"] == 2 and store.integrity_check() == []
     store.close()
     drop_schema(schema)
+
+
+def test_migrate_sqlite_to_postgres(tmp_path: Any) -> None:
+    from conftest import drop_schema, require_postgres
+    from lightmem import LightMemory, StoreError
+    from lightmem.fluxmem import FluxMemAgent
+    from lightmem.store.migrate import migrate
+    from lightmem.store.sqlite_graph import SQLiteGraphStore
+
+    dsn = require_postgres()
+    src = tmp_path / "src.db"
+    with LightMemory.from_config({"store": {"path": str(src)}}) as m:
+        m.add_memory(
+            [{"id": f"t{i}", "content": f"fact {i} about the garden"} for i in range(12)],
+            force_extract=True,
+            user_id="u",
+        )
+        first = m.list_entries(limit=1)[0]
+        m.update(first.id, "edited fact")
+        m.add_memory({"id": "late", "content": "not extracted yet"})
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
+    assert report["verified"] and report["entries"]["rows"] == report["entries"]["copied"] > 12
+    with LightMemory.from_config(
+        {"store": {"provider": "postgres", "dsn": dsn, "schema": schema}}
+    ) as pg:
+        assert [h.op for h in pg.history(first.id)] == ["add", "update"]
+        assert pg.retrieve("garden", 3, user_id="u")
+        assert pg.flush().entries_created  # the buffered message carried over
+    with pytest.raises(StoreError, match="already holds entries"):
+        migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
+    drop_schema(schema)
+    store = SQLiteStore(src)
+    FluxMemAgent(SQLiteGraphStore(store), _FakeEmbedder()).add_knowledge("a fact")
+    store.close()
+    with pytest.raises(StoreError, match="--skip-graph"):
+        migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
+    drop_schema(schema)
+
+
+class _FakeEmbedder:
+    dim = DIM
+    name = "test"
+
+    def embed(self, texts: Any, op: str = "") -> Any:
+        return np.vstack([_vec(len(t)) for t in texts])

@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     kr.add_argument("prefix")
     kr.add_argument("--data-dir", default=_DATA_DIR)
 
+    mg = sub.add_parser("migrate", help="copy a SQLite store to PostgreSQL, then verify it")
+    mg.add_argument("--from", dest="source", required=True, help="sqlite:PATH")
+    mg.add_argument("--to", dest="target", required=True, help="postgres:DSN")
+    mg.add_argument("--schema", default="lightmem")
+    mg.add_argument("--skip-graph", action="store_true", help="migrate without the FluxMem graph")
+
     b = sub.add_parser("bench", help="benchmarks (print JSON)")
     bsub = b.add_subparsers(dest="bench", required=True)
     lo = bsub.add_parser("locomo", help="LoCoMo evidence recall within a token budget")
@@ -165,6 +171,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "bench":
         return _bench(args)
+    if args.command == "migrate":
+        from lightmem.store.migrate import migrate
+
+        report = migrate(args.source, args.target, schema=args.schema, skip_graph=args.skip_graph)
+        print(json.dumps(report, indent=2))
+        return 0 if report["verified"] else 1
     if args.command in ("serve", "mcp", "keys"):
         from lightmem.cli import serve
 
