@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--clients", type=int, default=20)
     se.add_argument("--requests", type=int, default=2_000)
     se.add_argument("--workers", type=int, default=1)
+    sc = bsub.add_parser("scale", help="load and search N synthetic memories per backend")
+    sc.add_argument("--n", type=int, default=100_000)
+    sc.add_argument("--dsn", help="also PostgreSQL at this DSN")
     cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
     cc.add_argument("--writers", type=int, default=4)
     cc.add_argument("--readers", type=int, default=4)
@@ -290,20 +294,34 @@ def _bench(args: argparse.Namespace) -> int:
         )
         print(json.dumps(result, indent=2))
         return 0
+    if args.bench == "scale":
+        from lightmem.bench import scale
+
+        if args.n < 100:
+            raise InvalidInputError("--n: must be at least 100")
+        print(json.dumps(scale.run(args.n, dsn=args.dsn), indent=2))
+        return 0
     if args.bench == "concurrency":
         import tempfile
 
         from lightmem.bench import concurrency
 
         with tempfile.TemporaryDirectory(prefix="lightmem-conc-") as tmp:
+            schema = f"bench_concurrency_{uuid.uuid4().hex[:8]}"
             store = (
-                {"provider": "postgres", "dsn": args.dsn, "schema": "lightmem_bench_concurrency"}
+                {"provider": "postgres", "dsn": args.dsn, "schema": schema}
                 if args.dsn
                 else {"provider": "sqlite", "path": str(Path(tmp) / "conc.db")}
             )
-            result = concurrency.run(
-                store, writers=args.writers, readers=args.readers, seconds=args.seconds
-            )
+            try:
+                result = concurrency.run(
+                    store, writers=args.writers, readers=args.readers, seconds=args.seconds
+                )
+            finally:
+                if args.dsn:
+                    from lightmem.store.postgres import PostgresStore
+
+                    PostgresStore(args.dsn, schema=schema).drop()
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "crash":

@@ -293,6 +293,7 @@ class PostgresStore:
     def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
         try:
             with self._tx() as c:
+                _lock_in_order(c, [seq for seq, _ in assignments])
                 done = c.execute(
                     "UPDATE messages AS m SET status = 'segmented', topic_id = a.topic "
                     "FROM unnest(%s::bigint[], %s::text[]) AS a(seq, topic) "
@@ -325,6 +326,7 @@ class PostgresStore:
         try:
             with self._tx() as c:
                 if message_seqs:
+                    _lock_in_order(c, message_seqs)
                     done = c.execute(
                         "UPDATE messages SET status = 'extracted' "
                         "WHERE seq = ANY(%s) AND status = 'segmented'",
@@ -650,6 +652,13 @@ class PostgresStore:
         """Delete this store's schema and everything in it (tests, benchmarks)."""
         with self._tx() as c:
             c.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+def _lock_in_order(c: Any, seqs: Sequence[int]) -> None:
+    """Row locks taken in one global order, so racing writers wait instead of deadlocking."""
+    c.execute(
+        "SELECT seq FROM messages WHERE seq = ANY(%s) ORDER BY seq FOR UPDATE", (list(seqs),)
+    ).fetchall()
 
 
 class _Claimed(Exception):

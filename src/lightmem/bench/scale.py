@@ -1,0 +1,128 @@
+"""``lightmem bench scale --n N [--dsn DSN]``: load and search N synthetic memories with
+real-dimension (384-d) vectors on each backend, against exact numpy search on the same
+vectors in the same run. Queries are perturbed stored vectors, so every query has true
+neighbours; text queries are words drawn from the same vocabulary."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lightmem.pipeline.retrieve import rrf
+from lightmem.store.base import MemoryStore
+from lightmem.types import Filters, MemoryEntry, Scope
+
+DIM = 384
+K = 10
+
+
+def _data(n: int, seed: int) -> tuple[np.ndarray, list[str]]:
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal((n, DIM)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    vocab = np.array([f"w{i}" for i in range(20_000)])
+    texts = [" ".join(vocab[rng.integers(0, len(vocab), 12)]) for _ in range(n)]
+    return m, texts
+
+
+def run(n: int, *, dsn: str | None = None, queries: int = 200, seed: int = 0) -> dict[str, Any]:
+    matrix, texts = _data(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    picks = rng.integers(0, n, queries)
+    qs = matrix[picks] + 0.3 * rng.standard_normal((queries, DIM)).astype(np.float32) / np.sqrt(DIM)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    exact = [np.argsort(-(matrix @ q))[:K] for q in qs]
+    brute = []
+    for q in qs:
+        t1 = time.perf_counter()
+        s = matrix @ q
+        np.argpartition(-s, K)[:K]
+        brute.append(time.perf_counter() - t1)
+    out: dict[str, Any] = {"n": n, "dim": DIM, "numpy_brute_force": _lat(brute)}
+    with tempfile.TemporaryDirectory(prefix="lightmem-scale-") as tmp:
+        from lightmem.store.sqlite import SQLiteStore
+
+        out["sqlite"] = _backend(
+            SQLiteStore(Path(tmp) / "scale.db"), matrix, texts, qs, exact, picks
+        )
+    if dsn:
+        from lightmem.store.postgres import PostgresStore
+
+        pg = PostgresStore(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
+        try:
+            out["postgres"] = _backend(pg, matrix, texts, qs, exact, picks)
+        finally:
+            pg.drop()
+    return out
+
+
+def _backend(
+    store: MemoryStore,
+    matrix: np.ndarray,
+    texts: list[str],
+    qs: np.ndarray,
+    exact: list[np.ndarray],
+    picks: np.ndarray,
+) -> dict[str, Any]:
+    store.bind_embedder("bench:random:384", DIM)
+    now = datetime.now(UTC)
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), 2000):
+        rows = [
+            (
+                MemoryEntry(
+                    id=f"e{i}",
+                    text=texts[i],
+                    original_text=texts[i],
+                    scope=Scope(),
+                    created_at=now,
+                    updated_at=now,
+                ),
+                matrix[i],
+            )
+            for i in range(start, min(len(texts), start + 2000))
+        ]
+        store.commit_extraction(rows, [])
+    load_s = time.perf_counter() - t0
+    f = Filters(kinds=("entry",))
+    store.vector_search(qs[0], Scope(), f, K)  # warm caches / connections
+    dense, hybrid, recalls = [], [], []
+    for q, truth, p in zip(qs, exact, picks, strict=True):
+        t1 = time.perf_counter()
+        hits = store.vector_search(q, Scope(), f, K)
+        dense.append(time.perf_counter() - t1)
+        got = {int(h[0][1:]) for h in hits}
+        recalls.append(len(got & {int(x) for x in truth}) / K)
+        t2 = time.perf_counter()
+        terms = texts[int(p)].split()[:3]
+        rrf(
+            [
+                (1.0, store.vector_search(q, Scope(), f, 100)),
+                (1.0, store.text_search(terms, Scope(), f, 100)),
+            ],
+            60,
+        )
+        hybrid.append(time.perf_counter() - t2)
+    store.close()
+    return {
+        "load_s": round(load_s, 1),
+        "load_per_s": round(len(texts) / load_s),
+        "embedding": _lat(dense),
+        "hybrid": _lat(hybrid),
+        "recall_at_10_vs_exact": round(statistics.fmean(recalls), 4),
+    }
+
+
+def _lat(xs: list[float]) -> dict[str, float]:
+    xs = sorted(xs)
+    return {
+        "p50_ms": round(1000 * statistics.median(xs), 2),
+        "p95_ms": round(1000 * xs[int(0.95 * len(xs))], 2),
+    }
