@@ -83,7 +83,11 @@ ops = st.lists(
     st.tuples(
         st.sampled_from(["add", "update", "delete", "restore"]),
         st.integers(0, 5),
-        st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=30),
+        st.text(
+            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+            min_size=1,
+            max_size=30,
+        ),
     ),
     max_size=25,
 )

@@ -23,7 +23,15 @@ import numpy as np
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.ledger import UsageRecord
 from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
-from lightmem.store.sql import POSTGRES, filter_sql, scope_sql
+from lightmem.store.sql import (
+    ENTRY_COLS,
+    POSTGRES,
+    entry_from_row,
+    entry_params,
+    filter_sql,
+    message_from_row,
+    scope_sql,
+)
 from lightmem.types import (
     Filters,
     HistoryEvent,
@@ -94,11 +102,6 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (kind, op)
     );
     """,
-)
-
-_COLS = (
-    "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
-    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
 )
 
 
@@ -274,7 +277,7 @@ class PostgresStore:
             BufferedMessage(
                 seq=r[0],
                 scope=scope,
-                message=_message(r[1:10]),
+                message=message_from_row(r[1:10]),
                 compressed=r[4],
                 status=r[10],
                 topic_id=r[11],
@@ -317,7 +320,7 @@ class PostgresStore:
                 "ORDER BY seq",
                 (list(ids), *params),
             ).fetchall()
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     # -- entries ----------------------------------------------------------------------------
     def commit_extraction(
@@ -347,48 +350,27 @@ class PostgresStore:
                 f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
             )
         c.execute(
-            f"INSERT INTO entries ({_COLS}, speaker_key, search_text, embedding) VALUES "
+            f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
             "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (
-                e.id,
-                e.kind,
-                e.scope.user_id,
-                e.scope.agent_id,
-                e.scope.run_id,
-                e.text,
-                e.original_text,
-                e.timestamp.timestamp() if e.timestamp else None,
-                e.speaker_id,
-                e.speaker_name,
-                e.topic_id,
-                json.dumps(list(e.source_ids)),
-                e.context,
-                e.version,
-                (e.created_at or datetime.now(UTC)).timestamp(),
-                (e.updated_at or datetime.now(UTC)).timestamp(),
-                json.dumps(dict(e.metadata)),
-                e.speaker.lower(),
-                e.search_text,
-                vec,
-            ),
+            (*entry_params(e), e.speaker.lower(), e.search_text, vec),
         )
 
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
         where, params = scope_sql(POSTGRES, scope)
         with self._tx() as c:
             row = c.execute(
-                f"SELECT {_COLS} FROM entries WHERE id = %s AND {where}", (entry_id, *params)
+                f"SELECT {ENTRY_COLS} FROM entries WHERE id = %s AND {where}", (entry_id, *params)
             ).fetchone()
-        return _entry(row) if row else None
+        return entry_from_row(row) if row else None
 
     def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
         if not entry_ids:
             return {}
         with self._tx() as c:
             rows = c.execute(
-                f"SELECT {_COLS} FROM entries WHERE id = ANY(%s)", (list(entry_ids),)
+                f"SELECT {ENTRY_COLS} FROM entries WHERE id = ANY(%s)", (list(entry_ids),)
             ).fetchall()
-        return {r[0]: _entry(r) for r in rows}
+        return {r[0]: entry_from_row(r) for r in rows}
 
     def list_entries(
         self, scope: Scope, filters: Filters, limit: int, offset: int
@@ -396,11 +378,11 @@ class PostgresStore:
         where, params = filter_sql(POSTGRES, scope, filters)
         with self._tx() as c:
             rows = c.execute(
-                f"SELECT {_COLS} FROM entries WHERE {where} "
+                f"SELECT {ENTRY_COLS} FROM entries WHERE {where} "
                 "ORDER BY coalesce(ts, created_at), rid LIMIT %s OFFSET %s",
                 (*params, limit, offset),
             ).fetchall()
-        return [_entry(r) for r in rows]
+        return [entry_from_row(r) for r in rows]
 
     def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
         with self._tx() as c:
@@ -426,9 +408,9 @@ class PostgresStore:
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
         with self._tx() as c:
             row = c.execute(
-                f"SELECT {_COLS} FROM entries WHERE id = %s FOR UPDATE", (snapshot.id,)
+                f"SELECT {ENTRY_COLS} FROM entries WHERE id = %s FOR UPDATE", (snapshot.id,)
             ).fetchone()
-            current = _entry(row) if row else None
+            current = entry_from_row(row) if row else None
             if current is not None and current.scope != snapshot.scope:
                 raise NotFoundError(f"id: no memory entry {snapshot.id!r} in this scope")
             top = c.execute(
@@ -466,12 +448,12 @@ class PostgresStore:
     def _require(self, c: Any, entry_id: str, scope: Scope) -> MemoryEntry:
         where, params = scope_sql(POSTGRES, scope)
         row = c.execute(
-            f"SELECT {_COLS} FROM entries WHERE id = %s AND {where} FOR UPDATE",
+            f"SELECT {ENTRY_COLS} FROM entries WHERE id = %s AND {where} FOR UPDATE",
             (entry_id, *params),
         ).fetchone()
         if row is None:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
-        return _entry(row)
+        return entry_from_row(row)
 
     def _log(
         self,
@@ -673,41 +655,3 @@ def _array(value: Any) -> Vector:
 
 def _redact(dsn: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
-
-
-def _ts(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
-
-
-def _message(r: Sequence[Any]) -> Message:
-    msg_id, role, content, _compressed, ts, time_text, speaker_id, speaker_name, meta = r
-    return Message(
-        id=msg_id,
-        role=role,
-        content=content,
-        timestamp=_ts(ts),
-        time_text=time_text,
-        speaker_id=speaker_id,
-        speaker_name=speaker_name,
-        metadata=meta,
-    )
-
-
-def _entry(r: Sequence[Any]) -> MemoryEntry:
-    return MemoryEntry(
-        id=r[0],
-        kind=r[1],
-        scope=Scope(r[2], r[3], r[4]),
-        text=r[5],
-        original_text=r[6],
-        timestamp=_ts(r[7]),
-        speaker_id=r[8],
-        speaker_name=r[9],
-        topic_id=r[10],
-        source_ids=tuple(r[11]),
-        context=r[12],
-        version=r[13],
-        created_at=_ts(r[14]),
-        updated_at=_ts(r[15]),
-        metadata=r[16],
-    )

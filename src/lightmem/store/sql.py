@@ -1,12 +1,20 @@
-"""WHERE clauses for scopes and filters, shared by the SQL backends (one per dialect)."""
+"""What the SQL backends share: WHERE clauses per dialect and row <-> object mapping."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from lightmem.types import Filters, Scope
+from lightmem.types import Filters, MemoryEntry, Message, Scope
+
+#: The entry columns both SQL backends read and write, in this order.
+ENTRY_COLS = (
+    "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
+    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +59,72 @@ def filter_sql(d: Dialect, scope: Scope, f: Filters, prefix: str = "") -> tuple[
         clauses.append(f"{d.json_text(prefix + 'metadata', 'event_id')} = {p}")
         params.append(f.event_id)
     return " AND ".join(clauses), params
+
+
+def entry_params(e: MemoryEntry) -> tuple[Any, ...]:
+    """Values for :data:`ENTRY_COLS` (JSON columns as JSON text)."""
+    return (
+        e.id,
+        e.kind,
+        e.scope.user_id,
+        e.scope.agent_id,
+        e.scope.run_id,
+        e.text,
+        e.original_text,
+        e.timestamp.timestamp() if e.timestamp else None,
+        e.speaker_id,
+        e.speaker_name,
+        e.topic_id,
+        json.dumps(list(e.source_ids)),
+        e.context,
+        e.version,
+        (e.created_at or datetime.now(UTC)).timestamp(),
+        (e.updated_at or datetime.now(UTC)).timestamp(),
+        json.dumps(dict(e.metadata)),
+    )
+
+
+def _json(value: Any) -> Any:
+    # SQLite hands JSON columns back as text, PostgreSQL (jsonb) as values.
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
+    """An entry from a row of :data:`ENTRY_COLS`."""
+    return MemoryEntry(
+        id=r[0],
+        kind=r[1],
+        scope=Scope(r[2], r[3], r[4]),
+        text=r[5],
+        original_text=r[6],
+        timestamp=ts(r[7]),
+        speaker_id=r[8],
+        speaker_name=r[9],
+        topic_id=r[10],
+        source_ids=tuple(_json(r[11])),
+        context=r[12],
+        version=r[13],
+        created_at=ts(r[14]),
+        updated_at=ts(r[15]),
+        metadata=_json(r[16]),
+    )
+
+
+def message_from_row(r: Sequence[Any]) -> Message:
+    """A message from (msg_id, role, content, compressed, ts, time_text, speaker_id,
+    speaker_name, metadata)."""
+    msg_id, role, content, _compressed, when, time_text, speaker_id, speaker_name, meta = r
+    return Message(
+        id=msg_id,
+        role=role,
+        content=content,
+        timestamp=ts(when),
+        time_text=time_text,
+        speaker_id=speaker_id,
+        speaker_name=speaker_name,
+        metadata=_json(meta),
+    )

@@ -18,7 +18,15 @@ import numpy as np
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.ledger import UsageRecord
 from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
-from lightmem.store.sql import SQLITE, filter_sql, scope_sql
+from lightmem.store.sql import (
+    ENTRY_COLS,
+    SQLITE,
+    entry_from_row,
+    entry_params,
+    filter_sql,
+    message_from_row,
+    scope_sql,
+)
 from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.vector_cache import VectorRows
 from lightmem.types import (
@@ -124,11 +132,6 @@ CREATE TABLE IF NOT EXISTS usage (
     PRIMARY KEY (kind, op)
 );
 """
-
-_ENTRY_COLS = (
-    "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
-    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
-)
 
 
 class SQLiteStore:
@@ -290,7 +293,7 @@ class SQLiteStore:
             BufferedMessage(
                 seq=r[0],
                 scope=scope,
-                message=_message(r[1:10]),
+                message=message_from_row(r[1:10]),
                 compressed=r[4],
                 status=r[10],
                 topic_id=r[11],
@@ -332,7 +335,7 @@ class SQLiteStore:
                 "ORDER BY seq",
                 (*ids, *params),
             ).fetchall()
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     # -- entries ----------------------------------------------------------------------
     def commit_extraction(
@@ -357,9 +360,9 @@ class SQLiteStore:
     def _insert_entry(self, c: sqlite3.Connection, e: MemoryEntry, vec: Vector) -> None:
         self._check_vec(vec)
         cur = c.execute(
-            f"INSERT INTO entries ({_ENTRY_COLS}, speaker_key) VALUES "
+            f"INSERT INTO entries ({ENTRY_COLS}, speaker_key) VALUES "
             "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*_entry_row(e), e.speaker.lower()),
+            (*entry_params(e), e.speaker.lower()),
         )
         rid = cur.lastrowid
         c.execute("INSERT INTO vectors (rid, vec) VALUES (?, ?)", (rid, vec.tobytes()))
@@ -374,9 +377,9 @@ class SQLiteStore:
         where, params = _scope_sql(scope, "")
         with self._lock:
             row = self._conn.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ? AND {where}", (entry_id, *params)
+                f"SELECT {ENTRY_COLS} FROM entries WHERE id = ? AND {where}", (entry_id, *params)
             ).fetchone()
-        return _entry(row) if row else None
+        return entry_from_row(row) if row else None
 
     def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
         out: dict[str, MemoryEntry] = {}
@@ -385,9 +388,9 @@ class SQLiteStore:
                 chunk = list(entry_ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
                 for row in self._conn.execute(
-                    f"SELECT {_ENTRY_COLS} FROM entries WHERE id IN ({marks})", chunk
+                    f"SELECT {ENTRY_COLS} FROM entries WHERE id IN ({marks})", chunk
                 ):
-                    e = _entry(row)
+                    e = entry_from_row(row)
                     out[e.id] = e
         return out
 
@@ -397,11 +400,11 @@ class SQLiteStore:
         where, params = _filter_sql(scope, filters, "")
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE {where} "
+                f"SELECT {ENTRY_COLS} FROM entries WHERE {where} "
                 "ORDER BY coalesce(ts, created_at), rid LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
-        return [_entry(r) for r in rows]
+        return [entry_from_row(r) for r in rows]
 
     def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
         with self._tx() as c:
@@ -454,17 +457,17 @@ class SQLiteStore:
         ]
 
     def _fetch(self, c: sqlite3.Connection, entry_id: str) -> MemoryEntry | None:
-        row = c.execute(f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        return _entry(row) if row else None
+        row = c.execute(f"SELECT {ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        return entry_from_row(row) if row else None
 
     def _require(self, c: sqlite3.Connection, entry_id: str, scope: Scope) -> MemoryEntry:
         where, params = _scope_sql(scope, "")
         row = c.execute(
-            f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ? AND {where}", (entry_id, *params)
+            f"SELECT {ENTRY_COLS} FROM entries WHERE id = ? AND {where}", (entry_id, *params)
         ).fetchone()
         if row is None:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
-        return _entry(row)
+        return entry_from_row(row)
 
     def _delete_row(self, c: sqlite3.Connection, entry_id: str) -> None:
         rid = c.execute("SELECT rid FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
@@ -645,66 +648,6 @@ def _scope_sql(scope: Scope, prefix: str) -> tuple[str, list[Any]]:
 
 def _filter_sql(scope: Scope, f: Filters, prefix: str) -> tuple[str, list[Any]]:
     return filter_sql(SQLITE, scope, f, prefix)
-
-
-def _ts(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
-
-
-def _message(r: Sequence[Any]) -> Message:
-    msg_id, role, content, _compressed, ts, time_text, speaker_id, speaker_name, meta = r
-    return Message(
-        id=msg_id,
-        role=role,
-        content=content,
-        timestamp=_ts(ts),
-        time_text=time_text,
-        speaker_id=speaker_id,
-        speaker_name=speaker_name,
-        metadata=json.loads(meta),
-    )
-
-
-def _entry_row(e: MemoryEntry) -> tuple[Any, ...]:
-    return (
-        e.id,
-        e.kind,
-        e.scope.user_id,
-        e.scope.agent_id,
-        e.scope.run_id,
-        e.text,
-        e.original_text,
-        e.timestamp.timestamp() if e.timestamp else None,
-        e.speaker_id,
-        e.speaker_name,
-        e.topic_id,
-        json.dumps(list(e.source_ids)),
-        e.context,
-        e.version,
-        (e.created_at or datetime.now(UTC)).timestamp(),
-        (e.updated_at or datetime.now(UTC)).timestamp(),
-        json.dumps(dict(e.metadata)),
-    )
-
-
-def _entry(r: Sequence[Any]) -> MemoryEntry:
-    return MemoryEntry(
-        id=r[0],
-        kind=r[1],
-        scope=Scope(r[2], r[3], r[4]),
-        text=r[5],
-        original_text=r[6],
-        timestamp=_ts(r[7]),
-        speaker_id=r[8],
-        speaker_name=r[9],
-        topic_id=r[10],
-        source_ids=tuple(json.loads(r[11])),
-        context=r[12],
-        version=r[13],
-        created_at=_ts(r[14]),
-        updated_at=_ts(r[15]),
-        metadata=json.loads(r[16]),
-    )
 
 
 def entry_from_dict(d: Mapping[str, Any]) -> MemoryEntry:
