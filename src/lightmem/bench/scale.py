@@ -60,6 +60,7 @@ def run(n: int, *, dsn: str | None = None, queries: int = 200, seed: int = 0) ->
             out["postgres"] = _backend(pg, matrix, texts, qs, exact, picks)
         finally:
             pg.drop()
+            pg.close()
     return out
 
 
@@ -110,7 +111,6 @@ def _backend(
             60,
         )
         hybrid.append(time.perf_counter() - t2)
-    store.close()
     return {
         "load_s": round(load_s, 1),
         "load_per_s": round(len(texts) / load_s),
