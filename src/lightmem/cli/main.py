@@ -247,8 +247,7 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
 def _add(mem: LightMemory, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    if args.batch < 1:
-        raise InvalidInputError("--batch: must be at least 1")
+    _at_least_one(args, "batch")
     messages = _read_messages(args.file)
     created = 0
     with tqdm(total=len(messages), unit="msg", disable=len(messages) < 200, file=sys.stderr) as bar:
@@ -261,15 +260,19 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(args, name) < 1:
+            raise InvalidInputError(f"--{name.replace('_', '-')}: must be at least 1")
+
+
 def _bench(args: argparse.Namespace) -> int:
     from lightmem.bench import cost, locomo
 
     if args.bench == "fluxmem":
         from lightmem.bench import fluxmem
 
-        for name in ("seeds", "train", "test"):
-            if getattr(args, name) < 1:
-                raise InvalidInputError(f"--{name}: must be at least 1")
+        _at_least_one(args, "seeds", "train", "test")
         result = fluxmem.run_seeds(
             args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
         )
@@ -283,9 +286,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "serve":
         from lightmem.bench import serve as serve_bench
 
-        for name in ("memories", "clients", "requests", "workers"):
-            if getattr(args, name) < 1:
-                raise InvalidInputError(f"--{name}: must be at least 1")
+        _at_least_one(args, "memories", "clients", "requests", "workers")
         result = serve_bench.run(
             memories=args.memories,
             clients=args.clients,
@@ -327,8 +328,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "crash":
         from lightmem.bench import crash
 
-        if args.kills < 1:
-            raise InvalidInputError("--kills: must be at least 1")
+        _at_least_one(args, "kills")
         print(json.dumps(crash.run(args.kills, llm=args.llm), indent=2))
         return 0
     if args.bench == "soak":
@@ -343,8 +343,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "cost":
-        if args.samples < 1:
-            raise InvalidInputError("--samples: must be at least 1")
+        _at_least_one(args, "samples")
         print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
         return 0
     cfg: dict[str, Any] = {}
