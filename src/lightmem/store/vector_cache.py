@@ -93,15 +93,16 @@ class VectorRows:
         if len(self.ids) == 0 or k <= 0:
             return []
         m = self.mask(scope, filters)
-        if m is None:
-            idx = np.arange(len(self.ids))
-            scores = self.matrix @ query
-        else:
-            idx = np.flatnonzero(m)
-            if idx.size == 0:
+        # Score every row (one matrix-vector product, as brute force would) and mask the
+        # scores: gathering the allowed rows first would copy the matrix on every query.
+        scores = self.matrix @ query
+        if m is not None:
+            allowed = int(m.sum())
+            if allowed == 0:
                 return []
-            scores = self.matrix[idx] @ query
+            scores = np.where(m, scores, -np.inf)
+            k = min(k, allowed)
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [(str(self.ids[idx[i]]), float(scores[i])) for i in top]
+        return [(str(self.ids[i]), float(scores[i])) for i in top]
