@@ -45,7 +45,14 @@ from lightmem.pipeline.update import (
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.store.base import MemoryStore
 from lightmem.store.sqlite import entry_from_dict
-from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, RetrievalResult
+from lightmem.types import (
+    Filters,
+    HistoryEvent,
+    MemoryEntry,
+    Message,
+    RetrievalResult,
+    Scope,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -393,7 +400,7 @@ class LightMemory:
         self._save_usage()
         return report
 
-    def _online_update(self, new_ids: Sequence[str], scope: Any) -> None:
+    def _online_update(self, new_ids: Sequence[str], scope: Scope) -> None:
         ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
         self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
         run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
