@@ -337,23 +337,28 @@ class PostgresStore:
                     ).rowcount
                     if done != len(set(message_seqs)):
                         raise _Claimed()
-                for entry, vec in entries:
-                    self._insert(c, entry, vec)
-                    self._log(c, entry, "add", None, entry, "extracted")
+                for _, vec in entries:
+                    self._check_vector(vec)
+                # One batched round trip per table (psycopg pipelines executemany).
+                with c.cursor() as cur:
+                    cur.executemany(_INSERT_ENTRY, [_entry_values(e, v) for e, v in entries])
+                    cur.executemany(
+                        _INSERT_HISTORY,
+                        [_history_values(e, "add", None, e, "extracted") for e, _ in entries],
+                    )
         except _Claimed:
             return False
         return True
 
     def _insert(self, c: Any, e: MemoryEntry, vec: Vector) -> None:
+        self._check_vector(vec)
+        c.execute(_INSERT_ENTRY, _entry_values(e, vec))
+
+    def _check_vector(self, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
             raise StoreError(
                 f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
             )
-        c.execute(
-            f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
-            "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (*entry_params(e), e.speaker.lower(), e.search_text, vec),
-        )
 
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
         where, params = scope_sql(POSTGRES, scope)
@@ -464,22 +469,7 @@ class PostgresStore:
         after: MemoryEntry | None,
         reason: str,
     ) -> None:
-        c.execute(
-            "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, before, "
-            "after, at, reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-            (
-                e.id,
-                e.scope.user_id,
-                e.scope.agent_id,
-                e.scope.run_id,
-                op,
-                e.version,
-                json.dumps(before.to_dict()) if before else None,
-                json.dumps(after.to_dict()) if after else None,
-                time.time(),
-                reason,
-            ),
-        )
+        c.execute(_INSERT_HISTORY, _history_values(e, op, before, after, reason))
 
     # -- search -----------------------------------------------------------------------------
     def vector_search(
@@ -641,6 +631,37 @@ def _lock_in_order(c: Any, seqs: Sequence[int]) -> None:
     c.execute(
         "SELECT seq FROM messages WHERE seq = ANY(%s) ORDER BY seq FOR UPDATE", (list(seqs),)
     ).fetchall()
+
+
+_INSERT_ENTRY = (
+    f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
+    "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+_INSERT_HISTORY = (
+    "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, before, after, at, "
+    "reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+
+
+def _entry_values(e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
+    return (*entry_params(e), e.speaker.lower(), e.search_text, vec)
+
+
+def _history_values(
+    e: MemoryEntry, op: str, before: MemoryEntry | None, after: MemoryEntry | None, reason: str
+) -> tuple[Any, ...]:
+    return (
+        e.id,
+        e.scope.user_id,
+        e.scope.agent_id,
+        e.scope.run_id,
+        op,
+        e.version,
+        json.dumps(before.to_dict()) if before else None,
+        json.dumps(after.to_dict()) if after else None,
+        time.time(),
+        reason,
+    )
 
 
 class _Claimed(Exception):
