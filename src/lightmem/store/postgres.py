@@ -26,9 +26,14 @@ from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.store.sql import (
     ENTRY_COLS,
     POSTGRES,
+    buffered_from_rows,
+    buffered_params,
+    buffered_sql,
+    counts_dict,
     entry_from_row,
     entry_params,
     filter_sql,
+    history_from_row,
     message_from_row,
     scope_sql,
 )
@@ -267,23 +272,8 @@ class PostgresStore:
 
     def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
         with self._tx() as c:
-            rows = c.execute(
-                "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
-                "speaker_name, metadata, status, topic_id FROM messages WHERE status = %s AND "
-                "user_id = %s AND agent_id = %s AND run_id = %s ORDER BY seq",
-                (status, scope.user_id, scope.agent_id, scope.run_id),
-            ).fetchall()
-        return [
-            BufferedMessage(
-                seq=r[0],
-                scope=scope,
-                message=message_from_row(r[1:10]),
-                compressed=r[4],
-                status=r[10],
-                topic_id=r[11],
-            )
-            for r in rows
-        ]
+            rows = c.execute(buffered_sql(POSTGRES), buffered_params(scope, status)).fetchall()
+        return buffered_from_rows(rows, scope)
 
     def buffered_scopes(self) -> list[Scope]:
         with self._tx() as c:
@@ -436,19 +426,7 @@ class PostgresStore:
                 f"WHERE entry_id = %s AND {where} ORDER BY seq",
                 (entry_id, *params),
             ).fetchall()
-        return [
-            HistoryEvent(
-                seq=r[0],
-                entry_id=r[1],
-                op=r[2],
-                version=r[3],
-                at=datetime.fromtimestamp(r[4], tz=UTC),
-                reason=r[5],
-                before=r[6],
-                after=r[7],
-            )
-            for r in rows
-        ]
+        return [history_from_row(r) for r in rows]
 
     def _require(self, c: Any, entry_id: str, scope: Scope) -> MemoryEntry:
         where, params = scope_sql(POSTGRES, scope)
@@ -589,15 +567,7 @@ class PostgresStore:
                 ).fetchall()
             )
             hist = c.execute(f"SELECT count(*) FROM history WHERE {where}", params).fetchone()[0]
-        return {
-            "entries": int(kinds.get("entry", 0)),
-            "summaries": int(kinds.get("summary", 0)),
-            "events": int(kinds.get("event", 0)),
-            "messages": int(sum(status.values())),
-            "messages_pending": int(status.get("pending", 0)),
-            "messages_segmented": int(status.get("segmented", 0)),
-            "history_events": int(hist),
-        }
+        return counts_dict(kinds, status, hist)
 
     def integrity_check(self) -> list[str]:
         problems: list[str] = []

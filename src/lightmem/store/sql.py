@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lightmem.types import Filters, MemoryEntry, Message, Scope
+from lightmem.store.base import BufferedMessage, MessageStatus
+from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
 #: The entry columns both SQL backends read and write, in this order.
 ENTRY_COLS = (
@@ -128,3 +129,57 @@ def message_from_row(r: Sequence[Any]) -> Message:
         speaker_name=speaker_name,
         metadata=_json(meta),
     )
+
+
+def buffered_sql(d: Dialect) -> str:
+    """Messages of one exact scope in one buffer state, oldest first."""
+    p = d.placeholder
+    return (
+        "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
+        f"speaker_name, metadata, status, topic_id FROM messages WHERE status = {p} AND "
+        f"user_id = {p} AND agent_id = {p} AND run_id = {p} ORDER BY seq"
+    )
+
+
+def buffered_params(scope: Scope, status: MessageStatus) -> tuple[str, str, str, str]:
+    return (status, scope.user_id, scope.agent_id, scope.run_id)
+
+
+def buffered_from_rows(rows: Sequence[Sequence[Any]], scope: Scope) -> list[BufferedMessage]:
+    return [
+        BufferedMessage(
+            seq=r[0],
+            scope=scope,
+            message=message_from_row(r[1:10]),
+            compressed=r[4],
+            status=r[10],
+            topic_id=r[11],
+        )
+        for r in rows
+    ]
+
+
+def history_from_row(r: Sequence[Any]) -> HistoryEvent:
+    """From (seq, entry_id, op, version, at, reason, before, after)."""
+    return HistoryEvent(
+        seq=r[0],
+        entry_id=r[1],
+        op=r[2],
+        version=r[3],
+        at=datetime.fromtimestamp(r[4], tz=UTC),
+        reason=r[5],
+        before=_json(r[6]) if r[6] else None,
+        after=_json(r[7]) if r[7] else None,
+    )
+
+
+def counts_dict(kinds: dict[str, int], status: dict[str, int], history: int) -> dict[str, int]:
+    return {
+        "entries": int(kinds.get("entry", 0)),
+        "summaries": int(kinds.get("summary", 0)),
+        "events": int(kinds.get("event", 0)),
+        "messages": int(sum(status.values())),
+        "messages_pending": int(status.get("pending", 0)),
+        "messages_segmented": int(status.get("segmented", 0)),
+        "history_events": int(history),
+    }

@@ -21,9 +21,14 @@ from lightmem.store.base import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.store.sql import (
     ENTRY_COLS,
     SQLITE,
+    buffered_from_rows,
+    buffered_params,
+    buffered_sql,
+    counts_dict,
     entry_from_row,
     entry_params,
     filter_sql,
+    history_from_row,
     message_from_row,
     scope_sql,
 )
@@ -284,22 +289,9 @@ class SQLiteStore:
     def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
         with self._lock:
             rows = self._conn.execute(
-                "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
-                "speaker_name, metadata, status, topic_id FROM messages WHERE status = ? AND "
-                "user_id = ? AND agent_id = ? AND run_id = ? ORDER BY seq",
-                (status, scope.user_id, scope.agent_id, scope.run_id),
+                buffered_sql(SQLITE), buffered_params(scope, status)
             ).fetchall()
-        return [
-            BufferedMessage(
-                seq=r[0],
-                scope=scope,
-                message=message_from_row(r[1:10]),
-                compressed=r[4],
-                status=r[10],
-                topic_id=r[11],
-            )
-            for r in rows
-        ]
+        return buffered_from_rows(rows, scope)
 
     def buffered_scopes(self) -> list[Scope]:
         with self._lock:
@@ -442,19 +434,7 @@ class SQLiteStore:
                 f"WHERE entry_id = ? AND {where} ORDER BY seq",
                 (entry_id, *params),
             ).fetchall()
-        return [
-            HistoryEvent(
-                seq=r[0],
-                entry_id=r[1],
-                op=r[2],
-                version=r[3],
-                at=datetime.fromtimestamp(r[4], tz=UTC),
-                reason=r[5],
-                before=json.loads(r[6]) if r[6] else None,
-                after=json.loads(r[7]) if r[7] else None,
-            )
-            for r in rows
-        ]
+        return [history_from_row(r) for r in rows]
 
     def _fetch(self, c: sqlite3.Connection, entry_id: str) -> MemoryEntry | None:
         row = c.execute(f"SELECT {ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
@@ -606,15 +586,7 @@ class SQLiteStore:
             hist = self._conn.execute(
                 f"SELECT count(*) FROM history WHERE {where}", params
             ).fetchone()[0]
-        return {
-            "entries": int(kinds.get("entry", 0)),
-            "summaries": int(kinds.get("summary", 0)),
-            "events": int(kinds.get("event", 0)),
-            "messages": int(sum(status.values())),
-            "messages_pending": int(status.get("pending", 0)),
-            "messages_segmented": int(status.get("segmented", 0)),
-            "history_events": int(hist),
-        }
+        return counts_dict(kinds, status, hist)
 
     def integrity_check(self) -> list[str]:
         """Problems found by SQLite's and lightmem's own consistency checks (empty = sound)."""
