@@ -6,12 +6,15 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lightmem import ConfigError, InvalidInputError, LightMemError
+from conftest import drop_schema, require_postgres
+from lightmem import ConfigError, InvalidInputError, LightMemError, WordLlamaEmbedder
 from lightmem.bench.fluxmem_env import (
     ANALYSIS_DOC,
     DISTRACTORS,
@@ -28,30 +31,46 @@ from lightmem.fluxmem import (
 )
 from lightmem.fluxmem.kmeans import default_clusters, kmeans
 from lightmem.fluxmem.pems import pems
+from lightmem.store.postgres import PostgresStore
 from lightmem.store.sqlite import SQLiteStore
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> FluxMemAgent:
-    a = FluxMemAgent.open(tmp_path / "flux.db")
-    a.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS], source="handbook")
-    return a
+@pytest.fixture(params=["sqlite", "postgres"])
+def agent(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder: WordLlamaEmbedder
+) -> Iterator[FluxMemAgent]:
+    """The same FluxMem tests on both storage backends."""
+    if request.param == "sqlite":
+        a = FluxMemAgent.open(tmp_path / "flux.db")
+        a.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS], source="handbook")
+        yield a
+        return
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(require_postgres(), schema=schema)
+    try:
+        a = FluxMemAgent.on_store(store, embedder)
+        a.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS], source="handbook")
+        yield a
+    finally:
+        store.close()
+        drop_schema(schema)
 
 
 def _integrity(agent: FluxMemAgent) -> None:
     store = agent.graph._store  # type: ignore[attr-defined]
-    assert isinstance(store, SQLiteStore)
-    assert store._conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    c = store._conn
-    n, v, f = (
-        c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        for t in ("graph_nodes", "graph_vectors", "graph_fts")
-    )
-    assert n == v == f
-    dangling = c.execute(
-        "SELECT count(*) FROM graph_edges e WHERE NOT EXISTS (SELECT 1 FROM graph_nodes n "
-        "WHERE n.id = e.src) OR NOT EXISTS (SELECT 1 FROM graph_nodes n WHERE n.id = e.dst)"
-    ).fetchone()[0]
+    if isinstance(store, SQLiteStore):
+        c = store._conn
+        assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        n, v, f = (
+            c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("graph_nodes", "graph_vectors", "graph_fts")
+        )
+        assert n == v == f
+    with agent.graph._read() as c:  # type: ignore[attr-defined]
+        dangling = c.execute(
+            "SELECT count(*) FROM graph_edges e WHERE NOT EXISTS (SELECT 1 FROM graph_nodes n "
+            "WHERE n.id = e.src) OR NOT EXISTS (SELECT 1 FROM graph_nodes n WHERE n.id = e.dst)"
+        ).fetchone()[0]
     assert dangling == 0
 
 

@@ -234,9 +234,7 @@ def test_postgres_survives_a_server_restart() -> None:
 def test_migrate_sqlite_to_postgres(tmp_path: Any) -> None:
     from conftest import drop_schema, require_postgres
     from lightmem import LightMemory, StoreError
-    from lightmem.fluxmem import FluxMemAgent
     from lightmem.store.migrate import migrate
-    from lightmem.store.sqlite_graph import SQLiteGraphStore
 
     dsn = require_postgres()
     src = tmp_path / "src.db"
@@ -261,17 +259,39 @@ def test_migrate_sqlite_to_postgres(tmp_path: Any) -> None:
     with pytest.raises(StoreError, match="already holds entries"):
         migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
     drop_schema(schema)
-    store = SQLiteStore(src)
-    FluxMemAgent(SQLiteGraphStore(store), _FakeEmbedder()).add_knowledge("a fact")
-    store.close()
-    with pytest.raises(StoreError, match="--skip-graph"):
-        migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
-    drop_schema(schema)
 
 
-class _FakeEmbedder:
-    dim = DIM
-    name = "test"
+def test_migrate_copies_the_fluxmem_graph(tmp_path: Any) -> None:
+    from conftest import drop_schema, require_postgres
+    from lightmem.fluxmem import FluxMemAgent, StepResult
+    from lightmem.store.migrate import migrate
+    from lightmem.store.postgres import PostgresStore
 
-    def embed(self, texts: Any, op: str = "") -> Any:
-        return np.vstack([_vec(len(t)) for t in texts])
+    dsn = require_postgres()
+    src = tmp_path / "graph.db"
+    agent = FluxMemAgent.open(src)
+    agent.add_knowledge("Pixel the cat eats tuna at noon.")
+    done = agent.run_task("feed the cat", lambda c: StepResult("ok", None, True, ("open tuna",)))
+    events = agent.history(1000)
+    stats = agent.stats()
+    agent.graph._store.close()  # type: ignore[attr-defined]
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    skipped = f"test_{uuid.uuid4().hex[:12]}"
+    try:
+        report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
+        assert report["verified"] and report["graph_nodes"]["copied"] == 2
+        assert report["graph_edges"]["rows"] == report["graph_edges"]["copied"] >= 1
+        store = PostgresStore(dsn, schema=schema)
+        moved = FluxMemAgent.on_store(store, agent.embedder)
+        assert moved.history(1000) == events and moved.stats() == stats
+        assert moved.subgraph("feed the cat").episodic[0].node.id == done.episode_id
+        moved.undo(events[0]["seq"])  # event numbers survive the move
+        assert moved.stats()["semantic_nodes"] == 0
+        assert moved.history(1)[0]["seq"] > events[-1]["seq"]
+        store.close()
+        report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=skipped, skip_graph=True)
+        assert report["verified"] and report["graph_nodes_skipped"] == 2
+        assert "graph_nodes" not in report
+    finally:
+        drop_schema(schema)
+        drop_schema(skipped)

@@ -23,6 +23,7 @@ from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
 from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
 from lightmem.pipeline.messages import check_text
+from lightmem.store.base import MemoryStore
 from lightmem.store.graph import GraphStore
 
 ExecuteFn = Callable[[str], StepResult | Awaitable[StepResult]]
@@ -80,15 +81,38 @@ class FluxMemAgent:
     ) -> FluxMemAgent:
         """An agent on a SQLite store file with the offline embedder; ``reasoner`` defaults
         to the offline rules (pass ``LLMReasoner(client)`` to use a model)."""
-        from lightmem.embed.wordllama import WordLlamaEmbedder
         from lightmem.store.sqlite import SQLiteStore
-        from lightmem.store.sqlite_graph import SQLiteGraphStore
 
-        store = SQLiteStore(path)
-        embedder = WordLlamaEmbedder()
+        return cls.on_store(
+            SQLiteStore(path),
+            config=config,
+            reasoner=reasoner,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+        )
+
+    @classmethod
+    def on_store(
+        cls,
+        store: MemoryStore,
+        embedder: Embedder | None = None,
+        *,
+        config: FluxMemConfig | None = None,
+        reasoner: Reasoner | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> FluxMemAgent:
+        """An agent whose graph lives in ``store`` (SQLite or PostgreSQL), beside its
+        memory entries; ``embedder`` defaults to the offline one."""
+        if embedder is None:
+            from lightmem.embed.wordllama import WordLlamaEmbedder
+
+            embedder = WordLlamaEmbedder()
         store.bind_embedder(embedder.name, embedder.dim)
         return cls(
-            SQLiteGraphStore(store),
+            store.graph(),
             embedder,
             reasoner=reasoner,
             config=config,

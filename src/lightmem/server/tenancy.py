@@ -21,7 +21,6 @@ from lightmem.fluxmem.agent import FluxMemAgent, TaskSession
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 from lightmem.store.sqlite import SQLiteStore
-from lightmem.store.sqlite_graph import SQLiteGraphStore
 
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _APP_ID = 0x4C4D4B59  # "LMKY"
@@ -146,7 +145,7 @@ def open_tenant(name: str, config: dict[str, Any], embedder: Embedder | None = N
     memory = LightMemory.from_config(config, embedder=embedder)
     if not isinstance(memory.store, SQLiteStore):  # pragma: no cover - config edge
         raise StoreError("store: the server needs the SQLite store")
-    return Tenant(name, memory, FluxMemAgent(SQLiteGraphStore(memory.store), memory.embedder))
+    return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
 
 
 class TenantPool:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from lightmem.ledger import UsageRecord
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
+
+if TYPE_CHECKING:
+    from lightmem.store.graph import GraphStore
 
 MessageStatus = Literal["pending", "segmented", "extracted"]
 ScoredId = tuple[str, float]
@@ -58,6 +61,12 @@ class MemoryStore(Protocol):
         """Store entries and mark their messages extracted, atomically; False (and no
         change) if another writer extracted any of those messages first."""
 
+    def import_entries(
+        self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"
+    ) -> int:
+        """Bulk-load entries, each with an ``add`` history event, in one transaction;
+        returns how many were stored (the migration tool and bulk loads use it)."""
+
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None: ...
     def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]: ...
     def list_entries(
@@ -86,5 +95,8 @@ class MemoryStore(Protocol):
     def counts(self, scope: Scope) -> dict[str, int]: ...
     def integrity_check(self) -> list[str]:
         """Problems with the stored state (empty when sound)."""
+
+    def graph(self) -> GraphStore:
+        """The FluxMem graph kept in the same database."""
 
     def close(self) -> None: ...

@@ -1,9 +1,9 @@
 """``lightmem migrate --from sqlite:PATH --to postgres:DSN``: copy a store, then prove it.
 
 Copies messages (with their buffer state), entries with vectors, the history, the update
-queue and the usage ledger in one PostgreSQL transaction, then compares row counts and
-content checksums table by table. The FluxMem graph is not copied yet (the PostgreSQL
-backend has no graph store): a source that holds a graph is refused unless ``skip_graph``.
+queue, the usage ledger and the FluxMem graph (nodes with vectors, edges, and the graph
+history with its event numbers, so undo still finds them) in one PostgreSQL transaction,
+then compares row counts and content checksums table by table.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lightmem.errors import InvalidInputError, StoreError
+from lightmem.store.graph_sql import NODE_COLS
 from lightmem.store.postgres import PostgresStore
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import entry_search_text
@@ -24,6 +25,10 @@ _CHECKS = {
     "messages": "SELECT msg_id, user_id, agent_id, run_id, content, status FROM messages",
     "entries": "SELECT id, kind, text, original_text, version, source_ids, context FROM entries",
     "history": "SELECT entry_id, op, version, reason FROM history",
+    "graph_nodes": "SELECT id, kind, user_id, agent_id, run_id, text, data, version "
+    "FROM graph_nodes",
+    "graph_edges": "SELECT kind, src, dst, weight, data FROM graph_edges",
+    "graph_history": "SELECT seq, op, target, target_id, before, after, reason FROM graph_history",
 }
 
 
@@ -38,11 +43,6 @@ def migrate(
     s = source._conn
     try:
         graph_nodes = s.execute("SELECT count(*) FROM graph_nodes").fetchone()[0]
-        if graph_nodes and not skip_graph:
-            raise StoreError(
-                f"--from: the store holds a FluxMem graph ({graph_nodes} nodes), which the "
-                "PostgreSQL backend cannot hold yet; pass --skip-graph to migrate the rest"
-            )
         bound = s.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
         target = PostgresStore(dsn, schema=schema)
         try:
@@ -73,9 +73,13 @@ def migrate(
                     "INSERT INTO usage VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
                     s.execute("SELECT * FROM usage"),
                 )
+                if not skip_graph:
+                    _copy_graph(s, c)
             tables: dict[str, dict[str, Any]] = {}
             with target._tx() as c:
                 for table, sql in _CHECKS.items():
+                    if skip_graph and table.startswith("graph_"):
+                        continue
                     a = _digest(s.execute(sql).fetchall(), sqlite_rows=True)
                     b = _digest(c.execute(sql).fetchall(), sqlite_rows=False)
                     tables[table] = {"rows": a[0], "copied": b[0], "checksum_match": a[1] == b[1]}
@@ -138,6 +142,42 @@ def _copy_entries(s: sqlite3.Connection, c: Any) -> None:
         "updated_at, metadata, speaker_key, search_text, embedding) VALUES "
         "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
         rows,
+    )
+
+
+def _copy_graph(s: sqlite3.Connection, c: Any) -> None:
+    import numpy as np
+
+    _copy_rows(
+        c,
+        f"INSERT INTO graph_nodes ({NODE_COLS}, embedding) VALUES "
+        "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+        (
+            (*r[:10], np.frombuffer(r[10], dtype=np.float32))
+            for r in s.execute(
+                f"SELECT {', '.join('n.' + col for col in NODE_COLS.split(', '))}, v.vec "
+                "FROM graph_nodes n JOIN graph_vectors v ON v.rid = n.rid ORDER BY n.rid"
+            )
+        ),
+    )
+    _copy_rows(
+        c,
+        "INSERT INTO graph_edges VALUES (%s,%s,%s,%s,%s,%s)",
+        s.execute("SELECT kind, src, dst, weight, data, created_at FROM graph_edges"),
+    )
+    _copy_rows(
+        c,
+        "INSERT INTO graph_history (seq, op, target, target_id, before, after, at, reason) "
+        "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        s.execute(
+            "SELECT seq, op, target, target_id, before, after, at, reason FROM graph_history "
+            "ORDER BY seq"
+        ),
+    )
+    # New events continue after the copied ones.
+    c.execute(
+        "SELECT setval(pg_get_serial_sequence('graph_history', 'seq'), "
+        "coalesce(max(seq), 0) + 1, false) FROM graph_history"
     )
 
 

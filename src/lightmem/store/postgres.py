@@ -9,14 +9,15 @@ library (versioned, safe to run twice); every operation is one transaction.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from lightmem.types import (
     Message,
     Scope,
 )
+
+if TYPE_CHECKING:
+    from lightmem.store.postgres_graph import PostgresGraphStore
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TERM = re.compile(r"^\w+$", re.UNICODE)
@@ -107,6 +111,41 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (kind, op)
     );
     """,
+    # 2: the FluxMem graph. Node vectors are searched exactly (graphs hold thousands of
+    # nodes, and an unsized column takes any embedder's dimension).
+    """
+    CREATE TABLE IF NOT EXISTS graph_nodes (
+        rid BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('semantic', 'episodic', 'procedural')),
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        data JSONB NOT NULL,
+        version INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        embedding vector NOT NULL,
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+    );
+    CREATE INDEX IF NOT EXISTS graph_nodes_kind ON graph_nodes (kind, user_id, agent_id, run_id);
+    CREATE INDEX IF NOT EXISTS graph_nodes_tsv ON graph_nodes USING gin (tsv);
+    CREATE TABLE IF NOT EXISTS graph_edges (
+        kind TEXT NOT NULL CHECK (kind IN ('ground', 'distill', 'step')),
+        src TEXT NOT NULL, dst TEXT NOT NULL,
+        weight DOUBLE PRECISION NOT NULL,
+        data JSONB NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (kind, src, dst)
+    );
+    CREATE INDEX IF NOT EXISTS graph_edges_dst ON graph_edges (dst, kind);
+    CREATE TABLE IF NOT EXISTS graph_history (
+        seq BIGSERIAL PRIMARY KEY,
+        op TEXT NOT NULL,
+        target TEXT NOT NULL CHECK (target IN ('node', 'edge')),
+        target_id TEXT NOT NULL,
+        before JSONB, after JSONB,
+        at DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL
+    );
+    """,
 )
 
 
@@ -121,6 +160,7 @@ class PostgresStore:
         pool_size: int = 8,
         ef_search: int = 64,
         connect_timeout_s: float = 10.0,
+        build_workers: int = 2,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
@@ -132,6 +172,7 @@ class PostgresStore:
         self.schema = schema
         self.path = f"postgres:{_redact(dsn)}#{schema}"
         self.ef_search = ef_search
+        self.build_workers = build_workers
         self._register_vector = register_vector
         self._dim: int | None = None
         self._vector_ready = False
@@ -209,6 +250,12 @@ class PostgresStore:
                 f"store: database unavailable ({exc}); the operation was rolled back"
             ) from exc
 
+    def graph(self) -> PostgresGraphStore:
+        """The FluxMem graph kept in this store."""
+        from lightmem.store.postgres_graph import PostgresGraphStore
+
+        return PostgresGraphStore(self)
+
     def close(self) -> None:
         self._pool.close()
 
@@ -221,10 +268,7 @@ class PostgresStore:
                     (json.dumps({"name": name, "dim": dim}),),
                 )
                 c.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
-                c.execute(
-                    "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries "
-                    "USING hnsw (embedding vector_ip_ops)"
-                )
+                c.execute(_CREATE_HNSW_INDEX)
             else:
                 bound = json.loads(row[0])
                 if bound["name"] != name or bound["dim"] != dim:
@@ -339,6 +383,77 @@ class PostgresStore:
         except _Claimed:
             return False
         return True
+
+    def import_entries(
+        self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"
+    ) -> int:
+        """Bulk-load entries (with an ``add`` history event each) in one transaction.
+
+        Streams rows with binary COPY. A load at least as large as the table (and
+        >= ``BULK_REINDEX_MIN`` rows) drops the vector and full-text indexes first and builds
+        them once at the end, which is several times faster than maintaining them per row;
+        the table is locked against other writers and readers meanwhile."""
+        from psycopg.types.json import Jsonb
+
+        n = 0
+        now = time.time()
+        with self._tx() as c:
+            existing = int(c.execute("SELECT count(*) FROM entries").fetchone()[0])
+            rows = iter(rows)
+            first = list(itertools.islice(rows, BULK_REINDEX_MIN))
+            reindex = len(first) >= BULK_REINDEX_MIN and len(first) >= existing
+            if reindex:
+                c.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
+                c.execute("DROP INDEX IF EXISTS entries_hnsw")
+                c.execute("DROP INDEX IF EXISTS entries_tsv")
+            history: list[tuple[Any, ...]] = []
+            with c.cursor().copy(_COPY_ENTRIES) as copy:
+                copy.set_types(_COPY_ENTRY_TYPES)
+                for e, vec in itertools.chain(first, rows):
+                    self._check_vector(vec)
+                    copy.write_row(
+                        (
+                            *entry_params(e)[:11],
+                            Jsonb(list(e.source_ids)),
+                            e.context,
+                            e.version,
+                            (e.created_at or datetime.now(UTC)).timestamp(),
+                            (e.updated_at or datetime.now(UTC)).timestamp(),
+                            Jsonb(dict(e.metadata)),
+                            e.speaker.lower(),
+                            e.search_text,
+                            vec,
+                        )
+                    )
+                    history.append(
+                        (
+                            e.id,
+                            e.scope.user_id,
+                            e.scope.agent_id,
+                            e.scope.run_id,
+                            e.version,
+                            Jsonb(e.to_dict()),
+                            now,
+                        )
+                    )
+                    n += 1
+            with c.cursor().copy(_COPY_HISTORY) as copy:
+                copy.set_types(_COPY_HISTORY_TYPES)
+                for h in history:
+                    copy.write_row((*h, "add", reason))
+            if reindex:
+                # The HNSW build is several times faster when its graph fits in memory: ask
+                # for what this table needs (vectors plus neighbour lists), within bounds.
+                need_mb = (existing + n) * (4 * (self._dim or 0) + 512) // 2**20
+                c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
+                c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
+                c.execute(_CREATE_TSV_INDEX)
+                if self._dim is not None:
+                    c.execute(_CREATE_HNSW_INDEX)
+            # Fresh statistics, or the planner may scan instead of using the indexes.
+            c.execute("ANALYZE entries")
+            c.execute("ANALYZE history")
+        return n
 
     def _insert(self, c: Any, e: MemoryEntry, vec: Vector) -> None:
         self._check_vector(vec)
@@ -470,8 +585,8 @@ class PostgresStore:
     def text_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
-        words = [t for t in terms if _TERM.match(t)]
-        if not words or k <= 0:
+        query = search_terms(terms)
+        if not query or k <= 0:
             return []
         where, params = filter_sql(POSTGRES, scope, filters)
         with self._tx() as c:
@@ -479,7 +594,7 @@ class PostgresStore:
                 "SELECT id, ts_rank_cd(tsv, q) AS score FROM entries, "
                 "to_tsquery('english', %s) AS q "
                 f"WHERE tsv @@ q AND {where} ORDER BY score DESC, rid LIMIT %s",
-                (" | ".join(words), *params, k),
+                (query, *params, k),
             ).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
@@ -493,7 +608,7 @@ class PostgresStore:
             ).fetchall()
         if not rows:
             return [], np.zeros((0, self._dim or 0), dtype=np.float32), []
-        matrix = np.vstack([_array(r[1]) for r in rows])
+        matrix = np.vstack([to_numpy(r[1]) for r in rows])
         return [r[0] for r in rows], matrix, [f"{r[2]}\x1f{r[3]}\x1f{r[4]}" for r in rows]
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -607,6 +722,33 @@ _INSERT_ENTRY = (
     f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
     "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 )
+BULK_REINDEX_MIN = 20_000
+_CREATE_HNSW_INDEX = (
+    "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
+)
+_CREATE_TSV_INDEX = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
+_COPY_ENTRIES = (
+    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, embedding) FROM STDIN (FORMAT BINARY)"
+)
+_COPY_ENTRY_TYPES = [
+    *["text"] * 7,
+    "float8",
+    *["text"] * 3,
+    "jsonb",
+    "text",
+    "int4",
+    "float8",
+    "float8",
+    "jsonb",
+    "text",
+    "text",
+    "vector",
+]
+_COPY_HISTORY = (
+    "COPY history (entry_id, user_id, agent_id, run_id, version, after, at, op, reason) "
+    "FROM STDIN (FORMAT BINARY)"
+)
+_COPY_HISTORY_TYPES = ["text", "text", "text", "text", "int4", "jsonb", "float8", "text", "text"]
 _INSERT_HISTORY = (
     "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, before, after, at, "
     "reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
@@ -638,7 +780,12 @@ class _Claimed(Exception):
     """Another writer moved these messages on first: roll back, it did the work."""
 
 
-def _array(value: Any) -> Vector:
+def search_terms(terms: Sequence[str]) -> str:
+    """A ``to_tsquery`` OR-query of the plain words among ``terms`` ("" when none)."""
+    return " | ".join(t for t in terms if _TERM.match(t))
+
+
+def to_numpy(value: Any) -> Vector:
     """A pgvector value as float32 numpy (the driver may hand back its own Vector type)."""
     raw = value.to_numpy() if hasattr(value, "to_numpy") else value
     return np.asarray(raw, dtype=np.float32)

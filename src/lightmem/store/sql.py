@@ -85,7 +85,8 @@ def entry_params(e: MemoryEntry) -> tuple[Any, ...]:
     )
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A JSON column as a value."""
     # SQLite hands JSON columns back as text, PostgreSQL (jsonb) as values.
     return json.loads(value) if isinstance(value, str | bytes) else value
 
@@ -106,12 +107,12 @@ def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
         speaker_id=r[8],
         speaker_name=r[9],
         topic_id=r[10],
-        source_ids=tuple(_json(r[11])),
+        source_ids=tuple(json_value(r[11])),
         context=r[12],
         version=r[13],
         created_at=ts(r[14]),
         updated_at=ts(r[15]),
-        metadata=_json(r[16]),
+        metadata=json_value(r[16]),
     )
 
 
@@ -127,7 +128,7 @@ def message_from_row(r: Sequence[Any]) -> Message:
         time_text=time_text,
         speaker_id=speaker_id,
         speaker_name=speaker_name,
-        metadata=_json(meta),
+        metadata=json_value(meta),
     )
 
 
@@ -168,8 +169,8 @@ def history_from_row(r: Sequence[Any]) -> HistoryEvent:
         version=r[3],
         at=datetime.fromtimestamp(r[4], tz=UTC),
         reason=r[5],
-        before=_json(r[6]) if r[6] else None,
-        after=_json(r[7]) if r[7] else None,
+        before=json_value(r[6]) if r[6] else None,
+        after=json_value(r[7]) if r[7] else None,
     )
 
 

@@ -6,12 +6,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from lightmem.types import (
 )
 
 SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from lightmem.store.sqlite_graph import SQLiteGraphStore
+
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
 
 _SCHEMA = """
@@ -229,6 +232,12 @@ class SQLiteStore:
                 raise StoreError(f"commit failed on {self.path!r}: {exc}") from exc
             self._cache = None
 
+    def graph(self) -> SQLiteGraphStore:
+        """The FluxMem graph kept in this store."""
+        from lightmem.store.sqlite_graph import SQLiteGraphStore
+
+        return SQLiteGraphStore(self)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -348,6 +357,18 @@ class SQLiteStore:
         except _Claimed:
             return False
         return True
+
+    def import_entries(
+        self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"
+    ) -> int:
+        """Bulk-load entries (with an ``add`` history event each) in one transaction."""
+        n = 0
+        with self._tx() as c:
+            for entry, vec in rows:
+                self._insert_entry(c, entry, vec)
+                self._log(c, entry, "add", None, entry, reason)
+                n += 1
+        return n
 
     def _insert_entry(self, c: sqlite3.Connection, e: MemoryEntry, vec: Vector) -> None:
         self._check_vec(vec)
