@@ -158,3 +158,27 @@ def test_bench_locomo_llm_path_with_qa_against_the_stub(tmp_path: Path) -> None:
     ops = {u["op"] for u in summary["usage"] if u["kind"] == "llm"}
     assert {"extract", "qa.answer", "qa.judge"} <= ops
     assert 0.0 <= summary["qa_accuracy"] <= 1.0 and summary["qa_model"] == "openai:stub"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_keys_lifecycle_on_both_backends(tmp_path: Path, backend: str) -> None:
+    from conftest import drop_schema, require_postgres
+
+    if backend == "postgres":
+        where = ["--dsn", require_postgres()]
+        schema = "lightmem_server"  # what the CLI uses
+    else:
+        where = ["--data-dir", str(tmp_path / "data")]
+    created = run("keys", "create", "--tenant", "cli-test", *where)
+    assert created.returncode == 0, created.stderr
+    key = json.loads(created.stdout)["key"]
+    prefix = key.split("_")[1]
+    listed = [json.loads(line) for line in run("keys", "list", *where).stdout.splitlines()]
+    assert {"prefix": prefix, "tenant": "cli-test", "revoked": False} in listed
+    assert run("keys", "revoke", prefix, *where).returncode == 0
+    listed = [json.loads(line) for line in run("keys", "list", *where).stdout.splitlines()]
+    assert {"prefix": prefix, "tenant": "cli-test", "revoked": True} in listed
+    missing = run("keys", "revoke", "nosuchkey", *where)
+    assert missing.returncode != 0 and "prefix: no key" in missing.stderr
+    if backend == "postgres":
+        drop_schema(schema)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lightmem import LightMemError, LightMemory
 from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
 from lightmem.server.rest import create_app
-from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.server.tenancy import TenantPool
 from lightmem.testing.live_server import LiveServer
 
 TENANTS = ("alpha", "beta", "gamma")
@@ -81,7 +81,7 @@ def test_library_scopes(ops: list[tuple[str, str, str, int]]) -> None:
 def _servers() -> tuple[str, str, dict[str, str]]:
     tmp = Path(tempfile.mkdtemp(prefix="lightmem-iso-"))
     pool = TenantPool(tmp / "data")
-    keys = KeyRegistry(tmp / "data" / "keys.db")
+    keys = pool.keys()
     api_keys = {t: keys.create(t) for t in TENANTS}
     rest = LiveServer(create_app(pool, keys))
     mcp = LiveServer(create_mcp(http_resolver(pool), auth=KeyVerifier(keys)).http_app(path="/mcp"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import drop_schema, require_postgres
 from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
 from lightmem.server.rest import create_app
-from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.server.tenancy import KeyRegistry, TenantPool, tenant_schema
 from lightmem.testing.live_server import LiveServer
 
 
@@ -23,16 +25,29 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-@pytest.fixture
-def pool(data_dir: Path) -> Iterator[TenantPool]:
-    p = TenantPool(data_dir)
+@pytest.fixture(params=["sqlite", "postgres"])
+def pool(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[TenantPool]:
+    """Tenants and keys in SQLite files, or in PostgreSQL schemas."""
+    if request.param == "sqlite":
+        p = TenantPool(data_dir)
+        yield p
+        p.close()
+        return
+    server_schema = f"test_srv_{uuid.uuid4().hex[:10]}"
+    p = TenantPool(dsn=require_postgres(), server_schema=server_schema)
     yield p
+    tenants = list(p._tenants)
     p.close()
+    for t in tenants:
+        drop_schema(tenant_schema(t, server_schema))
+    drop_schema(server_schema)
 
 
 @pytest.fixture
-def keys(data_dir: Path, pool: TenantPool) -> KeyRegistry:
-    return KeyRegistry(data_dir / "keys.db")
+def keys(pool: TenantPool) -> Iterator[KeyRegistry]:
+    k = pool.keys()
+    yield k
+    k.close()
 
 
 @pytest.fixture
@@ -68,8 +83,8 @@ def test_auth_is_required(rest: str, keys: KeyRegistry) -> None:
     keys.revoke(good.split("_")[1])
     assert _client(rest, good).get("/v1/stats").status_code == 401
     assert all(k.tenant == "acme" for k in keys.list())
-    raw = (Path(keys.path)).read_bytes()
-    assert good.encode() not in raw  # stored hashed
+    stored = keys._query("SELECT * FROM api_keys", ())
+    assert stored and not any(good in str(v) for row in stored for v in row)  # hashed
 
 
 def test_tenants_cannot_see_each_other(rest: str, keys: KeyRegistry) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from lightmem.fluxmem.types import StepResult
 from lightmem.server.rest import create_app
-from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.server.tenancy import TenantPool
 from lightmem.testing.live_server import LiveServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -62,7 +62,7 @@ def test_viewer_search_entry_and_graph(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     pool = TenantPool(tmp_path / "data")
-    keys = KeyRegistry(tmp_path / "data" / "keys.db")
+    keys = pool.keys()
     key = keys.create("acme")
     tenant = pool.get("acme")
     tenant.memory.add_memory(

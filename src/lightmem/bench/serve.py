@@ -68,12 +68,12 @@ def run(
     workers: int = 1,
     mcp_calls: int = 200,
 ) -> dict[str, Any]:
-    from lightmem.server.tenancy import KeyRegistry, TenantPool
+    from lightmem.server.tenancy import TenantPool
 
     with tempfile.TemporaryDirectory(prefix="lightmem-serve-bench-") as tmp:
         data = Path(tmp) / "data"
         pool = TenantPool(data)
-        keys = KeyRegistry(data / "keys.db")
+        keys = pool.keys()
         key = keys.create("bench")
         tenant = pool.get("bench")
         msgs = synthetic_messages(memories)

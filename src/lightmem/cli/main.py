@@ -17,6 +17,7 @@ from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
 _DATA_DIR = os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
+_DSN_HELP = "PostgreSQL DSN: tenants and keys there, not in --data-dir (or $LIGHTMEM_PG_DSN)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8765)
     sv.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys")
+    sv.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
+    )
     sv.add_argument("--max-body-mb", type=float, default=8.0)
     sv.add_argument("--workers", type=int, default=1, help="server processes (share the files)")
 
@@ -70,17 +76,37 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8766)
     mc.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys (http)")
+    mc.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
+    )
 
     ks = sub.add_parser("keys", help="API keys for the HTTP servers")
     ksub = ks.add_subparsers(dest="keys", required=True)
     kc = ksub.add_parser("create", help="create a key for a tenant (printed once)")
     kc.add_argument("--tenant", required=True)
     kc.add_argument("--data-dir", default=_DATA_DIR)
+    kc.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
+    )
     kl = ksub.add_parser("list", help="list keys (prefixes only)")
     kl.add_argument("--data-dir", default=_DATA_DIR)
+    kl.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
+    )
     kr = ksub.add_parser("revoke", help="revoke a key by its prefix")
     kr.add_argument("prefix")
     kr.add_argument("--data-dir", default=_DATA_DIR)
+    kr.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
+    )
 
     mg = sub.add_parser("migrate", help="copy a SQLite store to PostgreSQL, then verify it")
     mg.add_argument("--from", dest="source", required=True, help="sqlite:PATH")

@@ -14,12 +14,14 @@ from lightmem.errors import BackendError, InvalidInputError
 
 def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
     try:
-        from lightmem.server.tenancy import KeyRegistry, TenantPool
+        from lightmem.server.tenancy import TenantPool
     except ImportError as exc:  # pragma: no cover - without the extra
         raise BackendError("serving needs: pip install 'lightmem[server]'") from exc
+    dsn = args.dsn or os.environ.get("LIGHTMEM_PG_DSN") or None
     if args.command == "keys":
-        Path(args.data_dir).mkdir(parents=True, exist_ok=True)
-        keys = KeyRegistry(Path(args.data_dir) / "keys.db")
+        if dsn is None:
+            Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+        keys = TenantPool(None if dsn else args.data_dir, dsn=dsn).keys()
         if args.keys == "create":
             key = keys.create(args.tenant)
             print(json.dumps({"tenant": args.tenant, "key": key, "note": "shown once; store it"}))
@@ -42,6 +44,7 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
         # Worker processes rebuild the app from the environment (uvicorn's factory mode);
         # every process opens the same tenant files, which SQLite's WAL mode allows.
         os.environ["LIGHTMEM_DATA_DIR"] = str(Path(args.data_dir).resolve())
+        os.environ["LIGHTMEM_SERVER_DSN"] = dsn or ""
         os.environ["LIGHTMEM_MAX_BODY_BYTES"] = str(int(args.max_body_mb * 1024 * 1024))
         os.environ["LIGHTMEM_SERVER_CONFIG"] = json.dumps(tenant_config)
         _warn_public(args.host)
@@ -63,9 +66,8 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
         create_mcp(lambda: local).run(transport="stdio", show_banner=False)
         local.memory.close()
         return 0
-    Path(args.data_dir).mkdir(parents=True, exist_ok=True)
-    pool = TenantPool(args.data_dir, tenant_config)
-    keys = KeyRegistry(Path(args.data_dir) / "keys.db")
+    pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn)
+    keys = pool.keys()
     server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
     _warn_public(args.host)
     uvicorn.run(server.http_app(path="/mcp"), host=args.host, port=args.port, log_level="warning")

@@ -6,7 +6,6 @@ import json
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -374,10 +373,12 @@ async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """The app built from ``LIGHTMEM_DATA_DIR`` (and optional ``LIGHTMEM_MAX_BODY_BYTES``,
-    ``LIGHTMEM_SERVER_CONFIG``), for ``uvicorn --factory`` and multi-worker serving."""
-    data_dir = os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
+    """The app built from ``LIGHTMEM_DATA_DIR`` or ``LIGHTMEM_SERVER_DSN`` (PostgreSQL), and
+    optional ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG``, for
+    ``uvicorn --factory`` and multi-worker serving."""
+    dsn = os.environ.get("LIGHTMEM_SERVER_DSN") or None
+    data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
     config = json.loads(os.environ.get("LIGHTMEM_SERVER_CONFIG") or "{}")
     max_body = int(os.environ.get("LIGHTMEM_MAX_BODY_BYTES") or DEFAULT_MAX_BODY)
-    pool = TenantPool(data_dir, config)
-    return create_app(pool, KeyRegistry(Path(data_dir) / "keys.db"), max_body_bytes=max_body)
+    pool = TenantPool(data_dir, config, dsn=dsn)
+    return create_app(pool, pool.keys(), max_body_bytes=max_body)

@@ -1,5 +1,6 @@
-"""Tenants and API keys. Each tenant's memory lives in its own store file, so one tenant's
-key can never reach, count or even name another tenant's items; keys are stored hashed."""
+"""Tenants and API keys. Each tenant's memory lives in its own store (a SQLite file, or a
+PostgreSQL schema), so one tenant's key can never reach, count or even name another
+tenant's items; keys are stored hashed, beside the tenants."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import secrets
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,6 @@ from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.fluxmem.agent import FluxMemAgent, TaskSession
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
-from lightmem.store.sqlite import SQLiteStore
 
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _APP_ID = 0x4C4D4B59  # "LMKY"
@@ -50,9 +53,63 @@ class KeyInfo:
     revoked: bool
 
 
-class KeyRegistry:
-    """API keys in ``<data_dir>/keys.db``: only a SHA-256 of each key is kept (keys are 256
-    random bits, so a slow hash adds nothing); the prefix identifies a key for revocation."""
+_KEYS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS api_keys (prefix TEXT PRIMARY KEY, hash TEXT NOT NULL, "
+    "tenant TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, revoked INTEGER NOT NULL)"
+)
+#: Where a PostgreSQL-backed server keeps its keys; each tenant has a schema of its own.
+SERVER_SCHEMA = "lightmem_server"
+SERVER_MIGRATIONS: tuple[str, ...] = (_KEYS_TABLE,)
+
+
+class KeyRegistry(ABC):
+    """API keys: only a SHA-256 of each key is kept (keys are 256 random bits, so a slow
+    hash adds nothing); the prefix identifies a key for revocation. SQL is written with
+    ``?`` placeholders; each backend runs it."""
+
+    @abstractmethod
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    @abstractmethod
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """Run a statement in its own transaction; returns the affected row count."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def create(self, tenant: str) -> str:
+        """A new key for ``tenant``; the only time the key itself is visible."""
+        check_tenant(tenant)
+        prefix = secrets.token_hex(4)
+        key = f"lm_{prefix}_{secrets.token_urlsafe(32)}"
+        self._execute(
+            "INSERT INTO api_keys VALUES (?, ?, ?, ?, 0)", (prefix, _hash(key), tenant, time.time())
+        )
+        return key
+
+    def tenant_for(self, key: str | None) -> str | None:
+        """The tenant a valid, unrevoked key belongs to, else None."""
+        if not key or not key.startswith("lm_") or key.count("_") < 2:
+            return None
+        prefix = key.split("_", 2)[1]
+        rows = self._query("SELECT hash, tenant, revoked FROM api_keys WHERE prefix = ?", (prefix,))
+        if not rows or rows[0][2] or not hmac.compare_digest(rows[0][0], _hash(key)):
+            return None
+        return str(rows[0][1])
+
+    def list(self) -> list[KeyInfo]:
+        rows = self._query(
+            "SELECT prefix, tenant, created_at, revoked FROM api_keys ORDER BY created_at", ()
+        )
+        return [KeyInfo(r[0], r[1], r[2], bool(r[3])) for r in rows]
+
+    def revoke(self, prefix: str) -> None:
+        if self._execute("UPDATE api_keys SET revoked = 1 WHERE prefix = ?", (prefix,)) == 0:
+            raise NotFoundError(f"prefix: no key {prefix!r}")
+
+
+class SQLiteKeyRegistry(KeyRegistry):
+    """Keys in ``<data_dir>/keys.db``."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -67,52 +124,63 @@ class KeyRegistry:
             raise StoreError(f"keys: {self.path!r} belongs to another application")
         if not tables:
             self._conn.execute(f"PRAGMA application_id = {_APP_ID}")
-            self._conn.execute(
-                "CREATE TABLE api_keys (prefix TEXT PRIMARY KEY, hash TEXT NOT NULL, "
-                "tenant TEXT NOT NULL, created_at REAL NOT NULL, revoked INTEGER NOT NULL)"
-            )
+            self._conn.execute(_KEYS_TABLE)
         self._conn.execute("PRAGMA journal_mode = WAL")
 
-    def create(self, tenant: str) -> str:
-        """A new key for ``tenant``; the only time the key itself is visible."""
-        check_tenant(tenant)
-        prefix = secrets.token_hex(4)
-        key = f"lm_{prefix}_{secrets.token_urlsafe(32)}"
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._lock:
-            self._conn.execute(
-                "INSERT INTO api_keys VALUES (?, ?, ?, ?, 0)",
-                (prefix, _hash(key), tenant, time.time()),
-            )
-        return key
+            return self._conn.execute(sql, params).fetchall()
 
-    def tenant_for(self, key: str | None) -> str | None:
-        """The tenant a valid, unrevoked key belongs to, else None."""
-        if not key or not key.startswith("lm_") or key.count("_") < 2:
-            return None
-        prefix = key.split("_", 2)[1]
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT hash, tenant, revoked FROM api_keys WHERE prefix = ?", (prefix,)
-            ).fetchone()
-        if row is None or row[2] or not hmac.compare_digest(row[0], _hash(key)):
-            return None
-        return str(row[1])
-
-    def list(self) -> list[KeyInfo]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT prefix, tenant, created_at, revoked FROM api_keys ORDER BY created_at"
-            ).fetchall()
-        return [KeyInfo(r[0], r[1], r[2], bool(r[3])) for r in rows]
-
-    def revoke(self, prefix: str) -> None:
-        with self._lock:
-            cur = self._conn.execute("UPDATE api_keys SET revoked = 1 WHERE prefix = ?", (prefix,))
-        if cur.rowcount == 0:
-            raise NotFoundError(f"prefix: no key {prefix!r}")
+            return self._conn.execute(sql, params).rowcount
 
     def close(self) -> None:
         self._conn.close()
+
+
+class PostgresKeyRegistry(KeyRegistry):
+    """Keys in the server schema of a PostgreSQL database (created and migrated here)."""
+
+    def __init__(self, dsn: str, schema: str = SERVER_SCHEMA, *, timeout_s: float = 10.0) -> None:
+        from lightmem.store.postgres import apply_migrations, open_pool
+
+        self.schema = schema
+        apply_migrations(dsn, schema, SERVER_MIGRATIONS, timeout_s)
+        self._pool = open_pool(dsn, 4, timeout_s, self._configure)
+
+    def _configure(self, conn: Any) -> None:
+        conn.execute(f"SET search_path TO {self.schema}")
+        conn.commit()
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        import psycopg
+
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"keys: database unavailable ({exc})") from exc
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._conn() as c:
+            return list(c.execute(sql.replace("?", "%s"), params).fetchall())
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        with self._conn() as c:
+            return int(c.execute(sql.replace("?", "%s"), params).rowcount)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def tenant_schema(tenant: str, server_schema: str = SERVER_SCHEMA) -> str:
+    """The PostgreSQL schema of a tenant of the server whose keys are in ``server_schema``:
+    readable, and distinct for distinct tenants and servers (the hash tells ``a-b`` from
+    ``a_b``; names fit PostgreSQL's 63-character limit)."""
+    digest = hashlib.sha256(f"{server_schema}/{tenant}".encode()).hexdigest()[:10]
+    return f"t_{tenant.replace('-', '_')[:44]}_{digest}"
 
 
 def _hash(key: str) -> str:
@@ -143,35 +211,67 @@ def open_tenant(name: str, config: dict[str, Any], embedder: Embedder | None = N
     if embedder is not None:
         config = {k: v for k, v in config.items() if k != "text_embedder"}
     memory = LightMemory.from_config(config, embedder=embedder)
-    if not isinstance(memory.store, SQLiteStore):  # pragma: no cover - config edge
-        raise StoreError("store: the server needs the SQLite store")
     return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
 
 
 class TenantPool:
-    """Opens each tenant's store once (``<data_dir>/tenants/<tenant>.db``) and keeps it."""
+    """Opens each tenant's store once and keeps it: a SQLite file per tenant under
+    ``<data_dir>/tenants/``, or, given ``dsn``, a PostgreSQL schema per tenant
+    (:func:`tenant_schema`) with the keys in ``server_schema``. Either way no tenant's key
+    can reach another's rows."""
 
-    def __init__(self, data_dir: str | Path, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        config: dict[str, Any] | None = None,
+        *,
+        dsn: str | None = None,
+        server_schema: str = SERVER_SCHEMA,
+        tenant_pool_size: int = 4,
+    ) -> None:
+        if (data_dir is None) == (dsn is None):
+            raise InvalidInputError("data_dir, dsn: give exactly one (SQLite files or PostgreSQL)")
         single_threaded_blas()
-        self.data_dir = Path(data_dir)
-        (self.data_dir / "tenants").mkdir(parents=True, exist_ok=True)
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.dsn = dsn
+        self.server_schema = server_schema
+        if self.data_dir is not None:
+            (self.data_dir / "tenants").mkdir(parents=True, exist_ok=True)
         self._config = dict(config or {})
+        self._pool_size = tenant_pool_size
         self._tenants: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         self._embedder: Embedder | None = None
+
+    def keys(self) -> KeyRegistry:
+        """The key registry kept beside these tenants."""
+        if self.dsn is not None:
+            return PostgresKeyRegistry(self.dsn, self.server_schema)
+        assert self.data_dir is not None
+        return SQLiteKeyRegistry(self.data_dir / "keys.db")
+
+    def _store_config(self, tenant: str) -> dict[str, Any]:
+        if self.dsn is not None:
+            return {
+                "provider": "postgres",
+                "dsn": self.dsn,
+                "schema": tenant_schema(tenant, self.server_schema),
+                "pool_size": self._pool_size,
+            }
+        assert self.data_dir is not None
+        return {"path": str(self.data_dir / "tenants" / f"{tenant}.db")}
 
     def get(self, tenant: str) -> Tenant:
         check_tenant(tenant)
         with self._lock:
             t = self._tenants.get(tenant)
             if t is None:
-                path = self.data_dir / "tenants" / f"{tenant}.db"
                 # One model for all tenants, one ledger each: usage never mixes.
                 if self._embedder is None:
                     self._embedder = build_embedder(parse_config(self._config), Ledger())
                 t = self._tenants[tenant] = open_tenant(
                     tenant,
-                    {**self._config, "store": {"path": str(path)}},
+                    {**self._config, "store": self._store_config(tenant)},
                     self._embedder.with_ledger(Ledger()),
                 )
             return t

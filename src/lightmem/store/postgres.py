@@ -13,7 +13,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -166,7 +166,6 @@ class PostgresStore:
             raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
         try:
             from pgvector.psycopg import register_vector
-            from psycopg_pool import ConnectionPool
         except ImportError as exc:
             raise StoreError("the postgres store needs: pip install 'lightmem[postgres]'") from exc
         self.schema = schema
@@ -176,63 +175,14 @@ class PostgresStore:
         self._register_vector = register_vector
         self._dim: int | None = None
         self._vector_ready = False
-        self._migrate(dsn, connect_timeout_s)
-        self._pool = ConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": False, "connect_timeout": int(connect_timeout_s)},
-            configure=self._configure,
-            check=ConnectionPool.check_connection,
-            open=False,
-        )
-        try:
-            self._pool.open(wait=True, timeout=connect_timeout_s)
-        except Exception as exc:
-            raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
+        apply_migrations(dsn, schema, MIGRATIONS, connect_timeout_s)
+        self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
 
     # -- connections and schema -----------------------------------------------------------
     def _configure(self, conn: Any) -> None:
         conn.execute(f"SET search_path TO {self.schema}, public")
         self._register_vector(conn)
         conn.commit()
-
-    def _migrate(self, dsn: str, timeout: float) -> None:
-        import psycopg
-
-        try:
-            conn = psycopg.connect(dsn, autocommit=False, connect_timeout=int(timeout))
-        except psycopg.Error as exc:
-            raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
-        try:
-            with conn.transaction():
-                # One migrator at a time across processes.
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-                conn.execute(f"SET LOCAL search_path TO {self.schema}, public")
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations "
-                    "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-                )
-                row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
-                current = int(row[0] or 0) if row else 0
-                if current > len(MIGRATIONS):
-                    raise StoreError(
-                        f"store: schema {self.schema!r} is at version {current}; this lightmem "
-                        f"knows up to {len(MIGRATIONS)}: upgrade lightmem"
-                    )
-                for version in range(current + 1, len(MIGRATIONS) + 1):
-                    conn.execute(MIGRATIONS[version - 1])
-                    conn.execute(
-                        "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
-                    )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"store: cannot create or migrate schema {self.schema!r}: {exc}"
-            ) from exc
-        finally:
-            conn.close()
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -709,6 +659,67 @@ class PostgresStore:
         """Delete this store's schema and everything in it (tests, benchmarks)."""
         with self._tx() as c:
             c.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+def apply_migrations(
+    dsn: str, schema: str, migrations: Sequence[str], timeout: float = 10.0
+) -> None:
+    """Bring ``schema`` up to ``len(migrations)``: each missing step once, in order, in one
+    transaction, one migrator at a time across processes; a newer schema is refused."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(dsn, autocommit=False, connect_timeout=int(timeout))
+    except psycopg.Error as exc:
+        raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            conn.execute(f"SET LOCAL search_path TO {schema}, public")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            current = int(row[0] or 0) if row else 0
+            if current > len(migrations):
+                raise StoreError(
+                    f"store: schema {schema!r} is at version {current}; this lightmem "
+                    f"knows up to {len(migrations)}: upgrade lightmem"
+                )
+            for version in range(current + 1, len(migrations) + 1):
+                conn.execute(migrations[version - 1])
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
+                )
+    except psycopg.Error as exc:
+        raise StoreError(f"store: cannot create or migrate schema {schema!r}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def open_pool(dsn: str, size: int, timeout: float, configure: Callable[[Any], None]) -> Any:
+    """An open psycopg connection pool whose connections are checked before use (so a
+    restarted server is reconnected on the next call)."""
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=size,
+        kwargs={"autocommit": False, "connect_timeout": int(timeout)},
+        configure=configure,
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as exc:
+        pool.close()
+        raise StoreError(f"store.dsn: cannot connect to {_redact(dsn)} ({exc})") from exc
+    return pool
 
 
 def _lock_in_order(c: Any, seqs: Sequence[int]) -> None:
