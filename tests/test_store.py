@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem import MemoryStore, SQLiteStore
+from lightmem import MemoryStore, SQLiteStore, StoreError
 from lightmem.store.sqlite import APP_ID, entry_from_dict
 from lightmem.types import Filters, MemoryEntry, Scope
 
@@ -168,6 +168,26 @@ def test_failed_write_leaves_nothing_on_both_backends(any_store: MemoryStore) ->
     assert any_store.integrity_check() == []
 
 
+def test_bulk_import_on_both_backends(any_store: MemoryStore) -> None:
+    # On PostgreSQL a first load this large drops the indexes and builds them once after.
+    if hasattr(any_store, "bulk_reindex_min"):
+        any_store.bulk_reindex_min = 30
+    rows = [(_entry(i, f"word{i} bulk"), _vec(i)) for i in range(60)]
+    assert any_store.import_entries(iter(rows), reason="seeded") == 60
+    more = [(_entry(100 + i, f"word{100 + i} later"), _vec(100 + i)) for i in range(5)]
+    assert any_store.import_entries(more) == 5  # small: indexes kept and maintained
+    assert any_store.vector_search(_vec(42), Scope(), Filters(), 1)[0][0] == "e42"
+    assert any_store.vector_search(_vec(103), Scope(), Filters(), 1)[0][0] == "e103"
+    assert any_store.text_search(["word17"], Scope(), Filters(), 5)[0][0] == "e17"
+    assert [(h.op, h.reason) for h in any_store.history("e17", Scope())] == [("add", "seeded")]
+    assert any_store.get_entry("e17", Scope()) == rows[17][0]
+    assert any_store.counts(Scope())["entries"] == 65 and any_store.integrity_check() == []
+    bad = [(_entry(200, "fine"), _vec(200)), (_entry(201, "bad"), np.zeros(3, np.float32))]
+    with pytest.raises(StoreError):
+        any_store.import_entries(bad)
+    assert any_store.counts(Scope())["entries"] == 65  # all or nothing
+
+
 @settings(max_examples=25, deadline=None)
 @given(ops)
 def test_postgres_matches_the_dict_model(sequence: list[tuple[str, int, str]]) -> None:
@@ -248,7 +268,8 @@ def test_migrate_sqlite_to_postgres(tmp_path: Any) -> None:
         m.update(first.id, "edited fact")
         m.add_memory({"id": "late", "content": "not extracted yet"})
     schema = f"test_{uuid.uuid4().hex[:12]}"
-    report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
+    # bulk_reindex_min: exercise the drop-indexes-then-build path on a small store
+    report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema, bulk_reindex_min=5)
     assert report["verified"] and report["entries"]["rows"] == report["entries"]["copied"] > 12
     with LightMemory.from_config(
         {"store": {"provider": "postgres", "dsn": dsn, "schema": schema}}

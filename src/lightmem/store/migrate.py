@@ -33,7 +33,12 @@ _CHECKS = {
 
 
 def migrate(
-    src: str, dst: str, *, schema: str = "lightmem", skip_graph: bool = False
+    src: str,
+    dst: str,
+    *,
+    schema: str = "lightmem",
+    skip_graph: bool = False,
+    bulk_reindex_min: int = 20_000,
 ) -> dict[str, Any]:
     if not src.startswith("sqlite:") or not dst.startswith("postgres"):
         raise InvalidInputError("--from: expected sqlite:PATH; --to: expected postgres:DSN")
@@ -44,7 +49,7 @@ def migrate(
     try:
         graph_nodes = s.execute("SELECT count(*) FROM graph_nodes").fetchone()[0]
         bound = s.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        target = PostgresStore(dsn, schema=schema)
+        target = PostgresStore(dsn, schema=schema, bulk_reindex_min=bulk_reindex_min)
         try:
             if bound:
                 meta = json.loads(bound[0])
@@ -53,7 +58,13 @@ def migrate(
                 if c.execute("SELECT count(*) FROM entries").fetchone()[0]:
                     raise StoreError(f"--to: schema {schema!r} already holds entries")
                 _copy_messages(s, c)
+                n_entries = s.execute("SELECT count(*) FROM entries").fetchone()[0]
+                bulk = n_entries >= target.bulk_reindex_min
+                if bulk:
+                    target.drop_search_indexes(c)
                 _copy_entries(s, c)
+                if bulk:
+                    target.build_search_indexes(c, n_entries)
                 _copy_rows(
                     c,
                     "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, "
@@ -75,6 +86,9 @@ def migrate(
                 )
                 if not skip_graph:
                     _copy_graph(s, c)
+                c.execute(
+                    "ANALYZE messages, entries, history, graph_nodes, graph_edges, graph_history"
+                )
             tables: dict[str, dict[str, Any]] = {}
             with target._tx() as c:
                 for table, sql in _CHECKS.items():

@@ -161,6 +161,7 @@ class PostgresStore:
         ef_search: int = 64,
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
+        bulk_reindex_min: int = 20_000,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
@@ -172,6 +173,7 @@ class PostgresStore:
         self.path = f"postgres:{_redact(dsn)}#{schema}"
         self.ef_search = ef_search
         self.build_workers = build_workers
+        self.bulk_reindex_min = bulk_reindex_min
         self._register_vector = register_vector
         self._dim: int | None = None
         self._vector_ready = False
@@ -340,7 +342,7 @@ class PostgresStore:
         """Bulk-load entries (with an ``add`` history event each) in one transaction.
 
         Streams rows with binary COPY. A load at least as large as the table (and
-        >= ``BULK_REINDEX_MIN`` rows) drops the vector and full-text indexes first and builds
+        >= ``bulk_reindex_min`` rows) drops the vector and full-text indexes first and builds
         them once at the end, which is several times faster than maintaining them per row;
         the table is locked against other writers and readers meanwhile."""
         from psycopg.types.json import Jsonb
@@ -350,12 +352,10 @@ class PostgresStore:
         with self._tx() as c:
             existing = int(c.execute("SELECT count(*) FROM entries").fetchone()[0])
             rows = iter(rows)
-            first = list(itertools.islice(rows, BULK_REINDEX_MIN))
-            reindex = len(first) >= BULK_REINDEX_MIN and len(first) >= existing
+            first = list(itertools.islice(rows, self.bulk_reindex_min))
+            reindex = len(first) >= self.bulk_reindex_min and len(first) >= existing
             if reindex:
-                c.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
-                c.execute("DROP INDEX IF EXISTS entries_hnsw")
-                c.execute("DROP INDEX IF EXISTS entries_tsv")
+                self.drop_search_indexes(c)
             history: list[tuple[Any, ...]] = []
             with c.cursor().copy(_COPY_ENTRIES) as copy:
                 copy.set_types(_COPY_ENTRY_TYPES)
@@ -392,18 +392,30 @@ class PostgresStore:
                 for h in history:
                     copy.write_row((*h, "add", reason))
             if reindex:
-                # The HNSW build is several times faster when its graph fits in memory: ask
-                # for what this table needs (vectors plus neighbour lists), within bounds.
-                need_mb = (existing + n) * (4 * (self._dim or 0) + 512) // 2**20
-                c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
-                c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
-                c.execute(_CREATE_TSV_INDEX)
-                if self._dim is not None:
-                    c.execute(_CREATE_HNSW_INDEX)
+                self.build_search_indexes(c, existing + n)
             # Fresh statistics, or the planner may scan instead of using the indexes.
             c.execute("ANALYZE entries")
             c.execute("ANALYZE history")
         return n
+
+    def drop_search_indexes(self, c: Any) -> None:
+        """Before a bulk load in transaction ``c``: drop the HNSW and GIN indexes (building
+        them once afterwards is several times faster than maintaining them per row). Locks
+        the entries table until the transaction ends."""
+        c.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
+        c.execute("DROP INDEX IF EXISTS entries_hnsw")
+        c.execute("DROP INDEX IF EXISTS entries_tsv")
+
+    def build_search_indexes(self, c: Any, rows: int) -> None:
+        """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
+        # The HNSW build is several times faster when its graph fits in memory: ask for what
+        # this table needs (vectors plus neighbour lists), within bounds.
+        need_mb = rows * (4 * (self._dim or 0) + 512) // 2**20
+        c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
+        c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
+        c.execute(_CREATE_TSV_INDEX)
+        if self._dim is not None:
+            c.execute(_CREATE_HNSW_INDEX)
 
     def _insert(self, c: Any, e: MemoryEntry, vec: Vector) -> None:
         self._check_vector(vec)
@@ -733,7 +745,6 @@ _INSERT_ENTRY = (
     f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
     "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 )
-BULK_REINDEX_MIN = 20_000
 _CREATE_HNSW_INDEX = (
     "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
 )
