@@ -144,6 +144,11 @@ def _parser() -> argparse.ArgumentParser:
     sc = bsub.add_parser("scale", help="load and search N synthetic memories per backend")
     sc.add_argument("--n", type=int, default=100_000)
     sc.add_argument("--dsn", help="also PostgreSQL at this DSN")
+    sc.add_argument(
+        "--ef-search",
+        default="40,100,200,400",
+        help="PostgreSQL HNSW ef_search values to measure (comma-separated)",
+    )
     cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
     cc.add_argument("--writers", type=int, default=4)
     cc.add_argument("--readers", type=int, default=4)
@@ -326,7 +331,11 @@ def _bench(args: argparse.Namespace) -> int:
 
         if args.n < 100:
             raise InvalidInputError("--n: must be at least 100")
-        print(json.dumps(scale.run(args.n, dsn=args.dsn), indent=2))
+        try:
+            efs = tuple(int(x) for x in args.ef_search.split(","))
+        except ValueError as exc:
+            raise InvalidInputError("--ef-search: comma-separated integers") from exc
+        print(json.dumps(scale.run(args.n, dsn=args.dsn, ef_search=efs), indent=2))
         return 0
     if args.bench == "concurrency":
         import tempfile

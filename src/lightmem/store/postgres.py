@@ -410,7 +410,7 @@ class PostgresStore:
         """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
         # The HNSW build is several times faster when its graph fits in memory: ask for what
         # this table needs (vectors plus neighbour lists), within bounds.
-        need_mb = rows * (4 * (self._dim or 0) + 512) // 2**20
+        need_mb = rows * (4 * (self._dim or 0) + 1024) // 2**20
         c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
         c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
         c.execute(_CREATE_TSV_INDEX)
