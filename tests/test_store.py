@@ -130,6 +130,68 @@ def _check_against_model(store: MemoryStore, sequence: list[tuple[str, int, str]
     assert sorted(ids) == sorted(model) and matrix.shape[0] == len(model)
 
 
+cache_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "add_elsewhere", "update", "delete", "restore", "search"]),
+        st.integers(0, 7),
+        st.sampled_from(["red apple", "green apple tree", "blue sky", "apple pie recipe"]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cache_ops)
+def test_incremental_search_cache_matches_a_fresh_one(
+    tmp_path_factory: pytest.TempPathFactory, sequence: list[tuple[str, int, str]]
+) -> None:
+    """Appends extend the SQLite search cache in place; rewrites rebuild it. Whatever the
+    mix, and whichever process wrote, searches equal those of a freshly built cache."""
+    path = tmp_path_factory.mktemp("cache") / "c.db"
+    mine, other = SQLiteStore(path), SQLiteStore(path)
+    for s in (mine, other):
+        s.bind_embedder("test", DIM)
+    scope, n = Scope(), 0
+    try:
+        for op, i, text in sequence:
+            eid = f"e{i}"
+            current = mine.get_entry(eid, scope)
+            if op == "add" and current is None:
+                mine.commit_extraction([(_entry(i, text), _vec(i))], [])
+            elif op in ("add", "add_elsewhere"):
+                n += 1
+                writer = mine if op == "add" else other
+                writer.commit_extraction([(_entry(1000 + n, f"{text} {n}"), _vec(n))], [])
+            elif op == "update" and current is not None:
+                new = replace(current, text=text, original_text=text)
+                mine.update_entry(new, _vec(i + 100), "t")
+            elif op == "delete" and current is not None:
+                other.delete_entry(eid, scope, "t")
+            elif op == "restore" and current is None and mine.history(eid, scope):
+                snap = [h.after for h in mine.history(eid, scope) if h.after][-1]
+                mine.restore_entry(entry_from_dict(snap), _vec(i), "t")
+            before = mine._cache
+            fresh = SQLiteStore(path)
+            fresh.bind_embedder("test", DIM)
+            assert _search_state(mine) == _search_state(fresh)
+            fresh.close()
+            if op == "add" and before is not None and mine._cache is not None:
+                # an append extends the cache (same buffer), it does not rebuild it
+                assert mine._cache._buffer is before._buffer or len(before.ids) >= 1024
+    finally:
+        mine.close()
+        other.close()
+
+
+def _search_state(store: SQLiteStore) -> tuple[object, ...]:
+    f = Filters()
+    return (
+        [store.vector_search(_vec(q), Scope(), f, 4) for q in (1, 3, 103)],
+        [store.text_search([w], Scope(), f, 5) for w in ("apple", "sky", "pie")],
+        store.vectors(Scope(), f)[0],
+    )
+
+
 # -- both backends ------------------------------------------------------------------------
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_store(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:

@@ -50,7 +50,7 @@ def run(
     rng = np.random.default_rng(seed + 1)
     picks = rng.integers(0, n, queries)
     qs = matrix[picks] + 0.3 * rng.standard_normal((queries, DIM)).astype(np.float32) / np.sqrt(DIM)
-    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
     exact = [np.argsort(-(matrix @ q))[:K] for q in qs]
     brute = []
     for q in qs:
@@ -65,7 +65,11 @@ def run(
         sqlite = SQLiteStore(Path(tmp) / "scale.db")
         try:
             load = _load(sqlite, matrix, texts)
-            out["sqlite"] = {**load, **_search(sqlite, texts, qs, exact, picks)}
+            out["sqlite"] = {
+                **load,
+                **_search(sqlite, texts, qs, exact, picks),
+                **_write_then_search(sqlite, qs),
+            }
         finally:
             sqlite.close()
     if dsn:
@@ -77,7 +81,7 @@ def run(
             for ef in ef_search:
                 pg.ef_search = ef
                 result[f"ef_search={ef}"] = _search(pg, texts, qs, exact, picks)
-            out["postgres"] = result
+            out["postgres"] = {**result, **_write_then_search(pg, qs)}
         finally:
             pg.drop()
             pg.close()
@@ -143,6 +147,26 @@ def _search(
         "hybrid": _lat(hybrid),
         "recall_at_10_vs_exact": round(statistics.fmean(recalls), 4),
     }
+
+
+def _write_then_search(store: MemoryStore, qs: np.ndarray, reps: int = 5) -> dict[str, Any]:
+    """A search right after an added entry: the price of keeping derived indexes fresh."""
+    now = datetime.now(UTC)
+    times = []
+    for r in range(reps):
+        e = MemoryEntry(
+            id=f"late{r}",
+            text="late",
+            original_text="late",
+            scope=Scope(),
+            created_at=now,
+            updated_at=now,
+        )
+        store.commit_extraction([(e, qs[r])], [])
+        t0 = time.perf_counter()
+        store.vector_search(qs[r], Scope(), Filters(kinds=("entry",)), K)
+        times.append(time.perf_counter() - t0)
+    return {"search_after_add_p50_ms": round(1000 * statistics.median(times), 2)}
 
 
 def _lat(xs: list[float]) -> dict[str, float]:

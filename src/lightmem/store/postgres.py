@@ -424,7 +424,8 @@ class PostgresStore:
     def _check_vector(self, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
             raise StoreError(
-                f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
+                f"vector of shape {vec.shape} ({vec.dtype}) does not match the store "
+                f"({self._dim}-d float32)"
             )
 
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:

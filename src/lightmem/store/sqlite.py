@@ -156,6 +156,9 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._cache: VectorRows | None = None
         self._cache_version: int | None = None
+        self._cache_rewrites = 0
+        self._cache_max_rid = 0
+        self._stale = False
         self._dim: int | None = None
         self._stemmer = Stemmer()
         self._conn = self._connect(busy_timeout_s)
@@ -230,7 +233,8 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 c.execute("ROLLBACK")
                 raise StoreError(f"commit failed on {self.path!r}: {exc}") from exc
-            self._cache = None
+            # PRAGMA data_version does not change for this connection's own commits.
+            self._stale = True
 
     def graph(self) -> SQLiteGraphStore:
         """The FluxMem graph kept in this store."""
@@ -383,7 +387,8 @@ class SQLiteStore:
     def _check_vec(self, vec: Vector) -> None:
         if vec.dtype != np.float32 or vec.ndim != 1 or (self._dim and vec.shape[0] != self._dim):
             raise StoreError(
-                f"vector of shape {vec.shape} does not match the store ({self._dim}-d)"
+                f"vector of shape {vec.shape} ({vec.dtype}) does not match the store "
+                f"({self._dim}-d float32)"
             )
 
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
@@ -474,6 +479,12 @@ class SQLiteStore:
         rid = c.execute("SELECT rid FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
         c.execute("DELETE FROM vectors WHERE rid = ?", (rid,))
         c.execute("DELETE FROM entries WHERE rid = ?", (rid,))
+        # Search caches (this process's and others') rebuild after a rewrite; appends they
+        # add incrementally.
+        c.execute(
+            "INSERT INTO meta VALUES ('rewrites', '1') ON CONFLICT (key) DO UPDATE "
+            "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+        )
 
     def _log(
         self,
@@ -503,22 +514,40 @@ class SQLiteStore:
 
     # -- search -----------------------------------------------------------------------
     def _rows(self) -> VectorRows:
+        """The search cache, brought up to date: appended entries are added to it; any
+        other change (an update, delete or restore, counted in ``meta.rewrites``) rebuilds
+        it, as does a first use."""
         with self._lock:
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if self._cache is None or version != self._cache_version:
-                rows = self._conn.execute(
-                    "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
-                    "e.topic_id, e.kind, v.vec, json_extract(e.metadata, '$.event_id'), "
-                    "CASE WHEN e.speaker_name != '' THEN e.speaker_name ELSE e.speaker_id END, "
-                    "e.original_text, e.context "
-                    "FROM entries e JOIN vectors v ON v.rid = e.rid "
-                    "ORDER BY e.rid"
-                ).fetchall()
+            cache = self._cache
+            if cache is not None and version == self._cache_version and not self._stale:
+                return cache
+            # One snapshot for the counter and the rows (unless already inside one).
+            own = not self._conn.in_transaction
+            if own:
+                self._conn.execute("BEGIN")
+            try:
+                found = self._conn.execute(
+                    "SELECT value FROM meta WHERE key = 'rewrites'"
+                ).fetchone()
+                rewrites = int(found[0]) if found else 0
+                if cache is None or rewrites != self._cache_rewrites:
+                    cache, self._cache_max_rid = None, 0
+                rows = self._conn.execute(_CACHE_ROWS, (self._cache_max_rid,)).fetchall()
+            finally:
+                if own:
+                    self._conn.execute("COMMIT")
+            texts = [entry_search_text(r[10], r[11], r[12]) for r in rows]
+            if cache is None:
                 dim = self._dim or (len(rows[0][8]) // 4 if rows else 0)
-                texts = [entry_search_text(r[10], r[11], r[12]) for r in rows]
-                self._cache = VectorRows.build(rows, dim, BM25Index.build(texts, self._stemmer))
-                self._cache_version = version
-            return self._cache
+                cache = VectorRows.build(rows, dim, BM25Index.build(texts, self._stemmer))
+            elif rows:
+                cache = cache.extended(rows, cache.text.extended(texts, self._stemmer))
+            if rows:
+                self._cache_max_rid = int(rows[-1][13])
+            self._cache, self._cache_version = cache, version
+            self._cache_rewrites, self._stale = rewrites, False
+            return cache
 
     def vector_search(
         self, query: Vector, scope: Scope, filters: Filters, k: int
@@ -628,6 +657,15 @@ class SQLiteStore:
             if orphan:
                 problems.append(f"{orphan} entries without history")
         return problems
+
+
+_CACHE_ROWS = (
+    "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
+    "e.topic_id, e.kind, v.vec, json_extract(e.metadata, '$.event_id'), "
+    "CASE WHEN e.speaker_name != '' THEN e.speaker_name ELSE e.speaker_id END, "
+    "e.original_text, e.context, e.rid "
+    "FROM entries e JOIN vectors v ON v.rid = e.rid WHERE e.rid > ? ORDER BY e.rid"
+)
 
 
 class _Claimed(Exception):

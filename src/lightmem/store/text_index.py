@@ -43,33 +43,50 @@ class Stemmer:
         return out
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BM25Index:
+    """Term frequencies per term and document lengths; BM25 weights are computed at query
+    time from the current collection statistics, so appending documents is cheap."""
+
     n_docs: int
     postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+    lengths: npt.NDArray[np.float32]
+
+    @classmethod
+    def empty(cls) -> BM25Index:
+        return cls(0, {}, np.zeros(0, dtype=np.float32))
 
     @classmethod
     def build(cls, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
+        return cls.empty().extended(texts, stemmer)
+
+    def extended(self, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
+        """A new index with ``texts`` appended as rows ``n_docs, n_docs + 1, ...``; this
+        one is left unchanged (readers may still hold it)."""
         docs = [Counter(stemmer.tokens(t)) for t in texts]
-        n = len(docs)
-        lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
-        avg = float(lengths.mean()) if n else 1.0
-        norm = K1 * (1 - B + B * lengths / (avg or 1.0))
         by_term: dict[str, tuple[list[int], list[int]]] = {}
-        for i, counts in enumerate(docs):
+        for i, counts in enumerate(docs, start=self.n_docs):
             for term, tf in counts.items():
                 entry = by_term.setdefault(term, ([], []))
                 entry[0].append(i)
                 entry[1].append(tf)
-        postings = {}
+        postings = dict(self.postings)
         for term, (rows, tfs) in by_term.items():
-            df = len(rows)
-            # FTS5's idf, floored so very common terms still count a little
-            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
             r = np.array(rows, dtype=np.int64)
             f = np.array(tfs, dtype=np.float32)
-            postings[term] = (r, (idf * f * (K1 + 1) / (f + norm[r])).astype(np.float32))
-        return cls(n, postings)
+            old = postings.get(term)
+            postings[term] = (
+                (r, f)
+                if old is None
+                else (
+                    np.concatenate([old[0], r]),
+                    np.concatenate([old[1], f]),
+                )
+            )
+        new_lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
+        return BM25Index(
+            self.n_docs + len(docs), postings, np.concatenate([self.lengths, new_lengths])
+        )
 
     def search(
         self,
@@ -83,9 +100,14 @@ class BM25Index:
         hits = [self.postings[s] for s in stems if s in self.postings]
         if not hits or k <= 0:
             return []
-        scores = np.zeros(self.n_docs, dtype=np.float32)
-        for rows, weights in hits:
-            scores[rows] += weights  # rows are unique within one term's postings
+        n = self.n_docs
+        avg = float(self.lengths.mean()) or 1.0
+        scores = np.zeros(n, dtype=np.float32)
+        for rows, tf in hits:
+            # FTS5's idf, floored so very common terms still count a little
+            idf = max(1e-6, math.log((n - rows.size + 0.5) / (rows.size + 0.5)))
+            norm = K1 * (1 - B + B * self.lengths[rows] / avg)
+            scores[rows] += idf * tf * (K1 + 1) / (tf + norm)  # rows unique within a term
         cand = np.unique(np.concatenate([rows for rows, _ in hits]))
         if mask is not None:
             cand = cand[mask[cand]]

@@ -18,7 +18,11 @@ from lightmem.types import Filters, Scope
 
 @dataclass(slots=True)
 class VectorRows:
-    """Column arrays for every stored entry, aligned with the rows of ``matrix``."""
+    """Column arrays for every stored entry, aligned with the rows of ``matrix``.
+
+    A snapshot: :meth:`extended` returns a new one with rows appended and leaves this one
+    as it was, so a search running on another thread never sees columns of two lengths.
+    """
 
     ids: npt.NDArray[np.object_]
     matrix: npt.NDArray[np.float32]
@@ -32,21 +36,65 @@ class VectorRows:
     event: npt.NDArray[np.object_]
     text: BM25Index
     _kind_masks: dict[tuple[str, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
+    # ``matrix`` is a view of the first rows of this buffer; appends fill the spare rows
+    # (which no older snapshot can see) instead of copying the whole matrix each time.
+    # ``_filled`` (shared by the snapshots of one buffer) says how many rows are taken, so
+    # only the newest snapshot may append in place.
+    _buffer: npt.NDArray[np.float32] | None = None
+    _filled: list[int] = field(default_factory=lambda: [0])
 
     @classmethod
     def build(cls, rows: Sequence[tuple[object, ...]], dim: int, text: BM25Index) -> VectorRows:
         """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob,
-        event_id)."""
-        n = len(rows)
-        matrix = np.empty((n, dim), dtype=np.float32)
-        for i, r in enumerate(rows):
-            matrix[i] = np.frombuffer(r[8], dtype=np.float32)  # type: ignore[call-overload]
+        event_id, ...); ``text`` indexes the same rows in the same order."""
+        empty = np.zeros(0, dtype=object)
+        start = cls(
+            empty,
+            np.zeros((0, dim), dtype=np.float32),
+            empty,
+            empty,
+            empty,
+            np.zeros(0, dtype=np.float64),
+            empty,
+            empty,
+            empty,
+            empty,
+            BM25Index.empty(),
+        )
+        return start.extended(rows, text)
 
-        def col(j: int) -> npt.NDArray[np.object_]:
-            return np.array([r[j] for r in rows], dtype=object)
+    def extended(self, rows: Sequence[tuple[object, ...]], text: BM25Index) -> VectorRows:
+        """A snapshot with ``rows`` appended (same layout as :meth:`build`); ``text`` is the
+        BM25 index over all rows, old and new."""
+        n, m, dim = len(self.ids), len(rows), self.matrix.shape[1]
+        buf, filled = self._buffer, self._filled
+        if buf is None or buf.shape[0] < n + m or filled[0] != n:
+            buf = np.empty((max(n + m, 2 * n, 1024), dim), dtype=np.float32)
+            buf[:n] = self.matrix
+            filled = [n]
+        for i, r in enumerate(rows, start=n):
+            buf[i] = np.frombuffer(r[8], dtype=np.float32)  # type: ignore[call-overload]
+
+        def col(j: int, old: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
+            return np.concatenate([old, np.array([r[j] for r in rows], dtype=object)])
 
         ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
-        return cls(col(0), matrix, col(1), col(2), col(3), ts, col(5), col(6), col(7), col(9), text)
+        filled[0] = n + m
+        return VectorRows(
+            col(0, self.ids),
+            buf[: n + m],
+            col(1, self.user),
+            col(2, self.agent),
+            col(3, self.run),
+            np.concatenate([self.ts, ts]),
+            col(5, self.speaker),
+            col(6, self.topic),
+            col(7, self.kind),
+            col(9, self.event),
+            text,
+            _buffer=buf,
+            _filled=filled,
+        )
 
     def mask(self, scope: Scope, filters: Filters) -> npt.NDArray[np.bool_] | None:
         """Rows that pass the scope and filters; None when nothing is filtered."""
@@ -95,7 +143,8 @@ class VectorRows:
         m = self.mask(scope, filters)
         # Score every row (one matrix-vector product, as brute force would) and mask the
         # scores: gathering the allowed rows first would copy the matrix on every query.
-        scores = self.matrix @ query
+        # A float64 query would upcast the whole matrix on every search.
+        scores = self.matrix @ np.asarray(query, dtype=np.float32)
         if m is not None:
             allowed = int(m.sum())
             if allowed == 0:
