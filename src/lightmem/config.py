@@ -135,7 +135,7 @@ class Settings:
     store_dsn: str = ""
     store_schema: str = "lightmem"
     store_pool_size: int = 8
-    store_ef_search: int = 100
+    store_ef_search: int = 200
     pre_compress: bool = True
     compressor: str = "entropy"
     compress_rate: float = 0.3
@@ -323,7 +323,7 @@ def _store(root: _Section) -> dict[str, Any]:
             raise ConfigError("store.dsn: required for the postgres store (or set LIGHTMEM_PG_DSN)")
         out["store_schema"] = st.get_str("schema", "lightmem")
         out["store_pool_size"] = st.get_int("pool_size", 8, 1, 1000)
-        out["store_ef_search"] = st.get_int("ef_search", 100, 1, 10_000)
+        out["store_ef_search"] = st.get_int("ef_search", 200, 1, 10_000)
     st.done()
     return out
 

@@ -158,7 +158,7 @@ class PostgresStore:
         *,
         schema: str = "lightmem",
         pool_size: int = 8,
-        ef_search: int = 100,
+        ef_search: int = 200,
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
