@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lightmem import BackendError, LightMemory
+from lightmem import BackendError, LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
 
 
@@ -159,3 +160,31 @@ def test_concurrent_processes_lose_and_double_nothing(store_config: dict[str, An
     assert result["lost"] == 0 and result["duplicated_entries"] == 0
     assert result["entries_match_messages"] and result["checksum_match"]
     assert result["reader_errors"] == 0 and result["integrity_problems"] == []
+
+
+class _RacedStore(SQLiteStore):
+    """Another writer claims the first pending message just before each of this writer's
+    first ``races`` buffer transitions, so those are refused as a whole."""
+
+    races = 2
+
+    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
+        if self.races:
+            self.races -= 1
+            assert super().mark_segmented([(assignments[0][0], "other-writer")])
+        return super().mark_segmented(assignments)
+
+
+def test_a_forced_add_that_loses_a_race_still_extracts_its_messages(
+    tmp_path: Path, embedder: WordLlamaEmbedder
+) -> None:
+    store = _RacedStore(tmp_path / "raced.db")
+    store.bind_embedder(embedder.name, embedder.dim)
+    mem = LightMemory(store, embedder)
+    mem.add_memory([{"id": "a", "content": "I water the ferns on Sundays."}])
+    done = mem.add_memory([{"id": "b", "content": "My sister visits in June."}], force_extract=True)
+    assert store.races == 0 and done.entries_created
+    assert mem.stats()["messages_pending"] == mem.stats()["messages_segmented"] == 0
+    cited = {s for e in mem.list_entries(filters={"kind": "entry"}) for s in e.source_ids}
+    assert cited == {"a", "b"}
+    mem.close()

@@ -75,8 +75,8 @@ class Ingestor:
     ) -> IngestResult:
         items = [(m, self._compressor.compress(m.content)) for m in messages]
         self._store.add_messages(scope, items)
-        n_seg, memo = self._segment(scope, force=force_segment or force_extract)
-        created = self._extract(scope, force=force_extract, memo=memo)
+        n_seg, memo = self._segment_all(scope, force=force_segment or force_extract)
+        created = self._extract_all(scope, force=force_extract, memo=memo)
         pending = len(self._store.buffered(scope, "pending")) + len(
             self._store.buffered(scope, "segmented")
         )
@@ -84,15 +84,44 @@ class Ingestor:
 
     def flush(self, scope: Scope) -> IngestResult:
         """Segment and extract everything still buffered in ``scope``."""
-        n_seg, memo = self._segment(scope, force=True)
-        created = self._extract(scope, force=True, memo=memo)
+        n_seg, memo = self._segment_all(scope, force=True)
+        created = self._extract_all(scope, force=True, memo=memo)
         return IngestResult(0, 0, n_seg, created)
 
-    def _segment(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector]]:
+    # Another writer on the same scope may claim part of what this one read from a buffer;
+    # the store then refuses the whole transition. Reading again and retrying picks up what
+    # is left (the other writer finishes its part), so a forced add returns only once its
+    # own messages have moved on. Each refusal means another writer progressed, so the loop
+    # ends; the bound only guards against a pathological pile-up (leftovers stay buffered
+    # for the next flush).
+    def _segment_all(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector]]:
+        n_seg, memo = 0, {}
+        for _ in range(_MAX_RACES):
+            n, m, claimed = self._segment(scope, force=force)
+            n_seg += n
+            memo.update(m)
+            if not claimed:
+                break
+        return n_seg, memo
+
+    def _extract_all(
+        self, scope: Scope, *, force: bool, memo: dict[int, Vector]
+    ) -> tuple[str, ...]:
+        created: tuple[str, ...] = ()
+        for _ in range(_MAX_RACES):
+            ids, claimed = self._extract(scope, force=force, memo=memo)
+            created += ids
+            if not claimed:
+                break
+        return created
+
+    def _segment(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector], bool]:
+        """Segments made, their vectors by message seq, and whether another writer claimed
+        some of the messages first (nothing was changed then)."""
         pending = self._store.buffered(scope, "pending")
         tokens = sum(estimate_tokens(b.message.content) for b in pending)
         if not pending or (not force and tokens < self._opt.sensory_buffer_tokens):
-            return 0, {}
+            return 0, {}, False
         shared = self._opt.precomp_topic_shared
         texts = [b.compressed if shared else b.message.search_text for b in pending]
         vectors = self._embedder.embed(texts, op="segment")
@@ -104,15 +133,18 @@ class Ingestor:
             groups = groups[:-1]  # the last topic may continue in the next messages
         assignments = [(pending[i].seq, topic) for g in groups for topic in [_new_id()] for i in g]
         if not self._store.mark_segmented(assignments):
-            return 0, {}  # another process segmented them meanwhile
+            return 0, {}, True
         memo = {} if shared else {pending[i].seq: vectors[i] for g in groups for i in g}
-        return len(groups), memo
+        return len(groups), memo, False
 
-    def _extract(self, scope: Scope, *, force: bool, memo: dict[int, Vector]) -> tuple[str, ...]:
+    def _extract(
+        self, scope: Scope, *, force: bool, memo: dict[int, Vector]
+    ) -> tuple[tuple[str, ...], bool]:
+        """Entries created, and whether another writer claimed some messages first."""
         buffered = self._store.buffered(scope, "segmented")
         tokens = sum(estimate_tokens(b.message.content) for b in buffered)
         if not buffered or (not force and tokens < self._opt.short_term_tokens):
-            return ()
+            return (), False
         missing = [b for b in buffered if b.seq not in memo]
         if missing:
             vecs = self._embedder.embed([b.message.search_text for b in missing], op="extract")
@@ -131,8 +163,11 @@ class Ingestor:
             (d.entry, d.vector if d.vector is not None else next(fresh)) for d in drafts
         ]
         if not self._store.commit_extraction(rows, [b.seq for b in buffered]):
-            return ()  # another process extracted them meanwhile: its entries stand
-        return tuple(e.id for e, _ in rows)
+            return (), True  # its entries stand; ours are dropped unwritten
+        return tuple(e.id for e, _ in rows), False
+
+
+_MAX_RACES = 20
 
 
 def _new_id() -> str:
