@@ -163,8 +163,6 @@ class PostgresStore:
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
     ) -> None:
-        if not _SCHEMA_NAME.match(schema):
-            raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
         try:
             from pgvector.psycopg import register_vector
         except ImportError as exc:
@@ -176,7 +174,6 @@ class PostgresStore:
         self.bulk_reindex_min = bulk_reindex_min
         self._register_vector = register_vector
         self._dim: int | None = None
-        self._vector_ready = False
         apply_migrations(dsn, schema, MIGRATIONS, connect_timeout_s)
         self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
 
@@ -681,6 +678,8 @@ def apply_migrations(
     transaction, one migrator at a time across processes; a newer schema is refused."""
     import psycopg
 
+    if not _SCHEMA_NAME.match(schema):
+        raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
     try:
         conn = psycopg.connect(dsn, autocommit=False, connect_timeout=int(timeout))
     except psycopg.Error as exc:

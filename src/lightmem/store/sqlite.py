@@ -43,10 +43,10 @@ from lightmem.types import (
     entry_search_text,
 )
 
-SCHEMA_VERSION = 1
 if TYPE_CHECKING:
     from lightmem.store.sqlite_graph import SQLiteGraphStore
 
+SCHEMA_VERSION = 1
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
 
 _SCHEMA = """
