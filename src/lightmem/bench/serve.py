@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import http.client
 import json
+import os
 import random
 import socket
 import statistics
@@ -17,9 +18,13 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lightmem.server.tenancy import TenantPool
 
 _TOPICS = (
     "jazz concert",
@@ -67,74 +72,102 @@ def run(
     requests: int = 2_000,
     workers: int = 1,
     mcp_calls: int = 200,
+    dsn: str | None = None,
 ) -> dict[str, Any]:
-    from lightmem.server.tenancy import TenantPool
+    """With ``dsn``, tenants and keys live in PostgreSQL (a throwaway server schema)."""
+    from lightmem.server.tenancy import TenantPool, tenant_schema
 
+    server_schema = f"bench_srv_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="lightmem-serve-bench-") as tmp:
         data = Path(tmp) / "data"
-        pool = TenantPool(data)
-        keys = pool.keys()
-        key = keys.create("bench")
-        tenant = pool.get("bench")
-        msgs = synthetic_messages(memories)
-        t0 = time.perf_counter()
-        for start in range(0, len(msgs), 1000):
-            tenant.memory.add_memory(msgs[start : start + 1000], force_extract=True)
-        load_s = time.perf_counter() - t0
-        pool.close()
-        latencies: list[float] = []
-        errors = 0
-        lock = threading.Lock()
-        per_client = max(1, requests // clients)
+        pool = TenantPool(None if dsn else data, dsn=dsn, server_schema=server_schema)
+        try:
+            return _run(pool, data, tmp, memories, clients, requests, workers, mcp_calls)
+        finally:
+            if dsn:
+                _drop_schemas(dsn, [tenant_schema("bench", server_schema), server_schema])
 
-        def client(url: str, seed: int) -> None:
-            # stdlib keep-alive connections: a light load generator, so the figure measures
-            # the server rather than the client library.
-            nonlocal errors
-            rng = random.Random(seed)
-            host, port = url.removeprefix("http://").split(":")
-            conn = http.client.HTTPConnection(host, int(port), timeout=30)
-            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-            for _ in range(per_client):
-                body = json.dumps({"query": f"how was the {rng.choice(_TOPICS)}?", "limit": 10})
-                t1 = time.perf_counter()
-                try:
-                    conn.request("POST", "/v1/memories/search", body, headers)
-                    resp = conn.getresponse()
-                    resp.read()
-                    ok = resp.status == 200
-                except (OSError, http.client.HTTPException):
-                    ok = False
-                    conn.close()
-                    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-                dt = time.perf_counter() - t1
-                with lock:
-                    latencies.append(dt)
-                    errors += not ok
-            conn.close()
 
-        # The server runs in its own process, as it would in production; the clients here.
-        with _server_process(data, workers) as url:
-            threads = [threading.Thread(target=client, args=(url, i)) for i in range(clients)]
-            t2 = time.perf_counter()
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            wall = time.perf_counter() - t2
-        latencies.sort()
-        rest = {
-            "memories": memories,
-            "clients": clients,
-            "workers": workers,
-            "requests": len(latencies),
-            "errors": errors,
-            "load_s": round(load_s, 2),
-            "throughput_rps": round(len(latencies) / wall, 1),
-            "p50_ms": round(1000 * statistics.median(latencies), 2),
-            "p95_ms": round(1000 * latencies[int(0.95 * len(latencies))], 2),
-        }
-        mcp = asyncio.run(_mcp_stdio(Path(tmp) / "mcp.db", mcp_calls))
+def _drop_schemas(dsn: str, schemas: list[str]) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _run(
+    pool: TenantPool,
+    data: Path,
+    tmp: str,
+    memories: int,
+    clients: int,
+    requests: int,
+    workers: int,
+    mcp_calls: int,
+) -> dict[str, Any]:
+    keys = pool.keys()
+    key = keys.create("bench")
+    tenant = pool.get("bench")
+    msgs = synthetic_messages(memories)
+    t0 = time.perf_counter()
+    for start in range(0, len(msgs), 1000):
+        tenant.memory.add_memory(msgs[start : start + 1000], force_extract=True)
+    load_s = time.perf_counter() - t0
+    pool.close()
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    per_client = max(1, requests // clients)
+
+    def client(url: str, seed: int) -> None:
+        # stdlib keep-alive connections: a light load generator, so the figure measures
+        # the server rather than the client library.
+        nonlocal errors
+        rng = random.Random(seed)
+        host, port = url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        for _ in range(per_client):
+            body = json.dumps({"query": f"how was the {rng.choice(_TOPICS)}?", "limit": 10})
+            t1 = time.perf_counter()
+            try:
+                conn.request("POST", "/v1/memories/search", body, headers)
+                resp = conn.getresponse()
+                resp.read()
+                ok = resp.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            dt = time.perf_counter() - t1
+            with lock:
+                latencies.append(dt)
+                errors += not ok
+        conn.close()
+
+    # The server runs in its own process, as it would in production; the clients here.
+    with _server_process(pool, data, workers) as url:
+        threads = [threading.Thread(target=client, args=(url, i)) for i in range(clients)]
+        t2 = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - t2
+    latencies.sort()
+    rest = {
+        "memories": memories,
+        "clients": clients,
+        "workers": workers,
+        "requests": len(latencies),
+        "errors": errors,
+        "load_s": round(load_s, 2),
+        "throughput_rps": round(len(latencies) / wall, 1),
+        "p50_ms": round(1000 * statistics.median(latencies), 2),
+        "p95_ms": round(1000 * latencies[int(0.95 * len(latencies))], 2),
+    }
+    mcp = asyncio.run(_mcp_stdio(Path(tmp) / "mcp.db", mcp_calls))
     return {"rest_retrieve": rest, "mcp_stdio_retrieve": mcp}
 
 
@@ -165,7 +198,7 @@ async def _mcp_stdio(path: Path, calls: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _server_process(data: Path, workers: int) -> Iterator[str]:
+def _server_process(pool: TenantPool, data: Path, workers: int) -> Iterator[str]:
     import httpx
 
     with socket.socket() as s:
@@ -176,14 +209,14 @@ def _server_process(data: Path, workers: int) -> Iterator[str]:
         "-m",
         "lightmem.cli.main",
         "serve",
-        "--data-dir",
-        str(data),
+        *(["--dsn", pool.dsn] if pool.dsn else ["--data-dir", str(data)]),
         "--port",
         str(port),
         "--workers",
         str(workers),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {**os.environ, "LIGHTMEM_SERVER_SCHEMA": pool.server_schema}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

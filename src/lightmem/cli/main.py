@@ -141,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--clients", type=int, default=20)
     se.add_argument("--requests", type=int, default=2_000)
     se.add_argument("--workers", type=int, default=1)
+    se.add_argument("--dsn", help="tenants and keys in PostgreSQL at this DSN")
     sc = bsub.add_parser("scale", help="load and search N synthetic memories per backend")
     sc.add_argument("--n", type=int, default=100_000)
     sc.add_argument("--dsn", help="also PostgreSQL at this DSN")
@@ -323,6 +324,7 @@ def _bench(args: argparse.Namespace) -> int:
             clients=args.clients,
             requests=args.requests,
             workers=args.workers,
+            dsn=args.dsn,
         )
         print(json.dumps(result, indent=2))
         return 0

@@ -23,7 +23,7 @@ from lightmem.errors import (
     StoreError,
 )
 from lightmem.server import service
-from lightmem.server.tenancy import KeyRegistry, Tenant, TenantPool
+from lightmem.server.tenancy import SERVER_SCHEMA, KeyRegistry, Tenant, TenantPool
 
 Scope = dict[str, str | None]
 ASGIApp = Callable[
@@ -373,12 +373,14 @@ async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """The app built from ``LIGHTMEM_DATA_DIR`` or ``LIGHTMEM_SERVER_DSN`` (PostgreSQL), and
-    optional ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG``, for
-    ``uvicorn --factory`` and multi-worker serving."""
+    """The app built from ``LIGHTMEM_DATA_DIR`` or ``LIGHTMEM_SERVER_DSN`` (PostgreSQL, keys
+    in schema ``LIGHTMEM_SERVER_SCHEMA``, default ``lightmem_server``), and optional
+    ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG``, for ``uvicorn --factory``
+    and multi-worker serving."""
     dsn = os.environ.get("LIGHTMEM_SERVER_DSN") or None
     data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
     config = json.loads(os.environ.get("LIGHTMEM_SERVER_CONFIG") or "{}")
     max_body = int(os.environ.get("LIGHTMEM_MAX_BODY_BYTES") or DEFAULT_MAX_BODY)
-    pool = TenantPool(data_dir, config, dsn=dsn)
+    schema = os.environ.get("LIGHTMEM_SERVER_SCHEMA") or SERVER_SCHEMA
+    pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema)
     return create_app(pool, pool.keys(), max_body_bytes=max_body)
