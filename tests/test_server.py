@@ -321,3 +321,22 @@ def test_keys_cli(tmp_path: Path) -> None:
         text=True,
     )
     assert bad.returncode == 2 and "tenant" in bad.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_bench_serve_runs_on_both_backends(backend: str) -> None:
+    import psycopg
+
+    from lightmem.bench import serve as serve_bench
+
+    dsn = require_postgres() if backend == "postgres" else None
+    out = serve_bench.run(memories=200, clients=2, requests=20, mcp_calls=5, dsn=dsn)
+    rest = out["rest_retrieve"]
+    assert rest["requests"] == 20 and rest["errors"] == 0 and rest["p95_ms"] > 0
+    assert out["mcp_stdio_retrieve"]["calls"] == 5
+    if dsn:  # the throwaway schemas are gone
+        with psycopg.connect(dsn) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_srv_%'"
+            ).fetchone()
+        assert left == (0,)
