@@ -132,7 +132,9 @@ def _check_against_model(store: MemoryStore, sequence: list[tuple[str, int, str]
 
 cache_ops = st.lists(
     st.tuples(
-        st.sampled_from(["add", "add_elsewhere", "update", "delete", "restore", "search"]),
+        st.sampled_from(
+            ["add", "add_elsewhere", "add_summary", "update", "delete", "restore", "search"]
+        ),
         st.integers(0, 7),
         st.sampled_from(["red apple", "green apple tree", "blue sky", "apple pie recipe"]),
     ),
@@ -158,10 +160,13 @@ def test_incremental_search_cache_matches_a_fresh_one(
             current = mine.get_entry(eid, scope)
             if op == "add" and current is None:
                 mine.commit_extraction([(_entry(i, text), _vec(i))], [])
-            elif op in ("add", "add_elsewhere"):
+            elif op in ("add", "add_elsewhere", "add_summary"):
                 n += 1
-                writer = mine if op == "add" else other
-                writer.commit_extraction([(_entry(1000 + n, f"{text} {n}"), _vec(n))], [])
+                writer = other if op == "add_elsewhere" else mine
+                e = _entry(1000 + n, f"{text} {n}")
+                if op == "add_summary":
+                    e = replace(e, kind="summary")
+                writer.commit_extraction([(e, _vec(n))], [])
             elif op == "update" and current is not None:
                 new = replace(current, text=text, original_text=text)
                 mine.update_entry(new, _vec(i + 100), "t")
@@ -185,8 +190,11 @@ def test_incremental_search_cache_matches_a_fresh_one(
 
 def _search_state(store: SQLiteStore) -> tuple[object, ...]:
     f = Filters()
+    summaries = Filters(kinds=("summary",))
     return (
         [store.vector_search(_vec(q), Scope(), f, 4) for q in (1, 3, 103)],
+        [store.vector_search(_vec(q), Scope(), summaries, 2) for q in (2, 5)],
+        store.text_search(["apple"], Scope(), summaries, 3),
         [store.text_search([w], Scope(), f, 5) for w in ("apple", "sky", "pie")],
         store.vectors(Scope(), f)[0],
     )

@@ -80,6 +80,12 @@ class VectorRows:
 
         ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
         filled[0] = n + m
+        kind = col(7, self.kind)
+        # Kind masks are asked for on every query: extend them rather than recompute.
+        masks = {
+            kinds: np.concatenate([mask, np.isin(kind[n:], np.array(kinds, dtype=object))])
+            for kinds, mask in self._kind_masks.items()
+        }
         return VectorRows(
             col(0, self.ids),
             buf[: n + m],
@@ -89,9 +95,10 @@ class VectorRows:
             np.concatenate([self.ts, ts]),
             col(5, self.speaker),
             col(6, self.topic),
-            col(7, self.kind),
+            kind,
             col(9, self.event),
             text,
+            _kind_masks=masks,
             _buffer=buf,
             _filled=filled,
         )
