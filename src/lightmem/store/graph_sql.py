@@ -33,6 +33,9 @@ class SQLGraphStore(ABC):
     SQL is written with ``?`` placeholders and adapted to the backend's dialect."""
 
     dialect: Dialect
+    #: What makes a SELECT lock the rows it reads until the transaction ends ("" where the
+    #: transaction already holds the whole database, as SQLite's BEGIN IMMEDIATE does).
+    row_lock: str = ""
 
     # -- what a backend supplies ----------------------------------------------------------
     @abstractmethod
@@ -108,7 +111,7 @@ class SQLGraphStore(ABC):
         self._insert_row(c, n, vec)
 
     def _fetch(self, c: Any, node_id: str, *, lock: bool = False) -> Node | None:
-        tail = " FOR UPDATE" if lock and self.dialect.placeholder == "%s" else ""
+        tail = self.row_lock if lock else ""
         row = self._exec(
             c, f"SELECT {NODE_COLS} FROM graph_nodes WHERE id = ?{tail}", (node_id,)
         ).fetchone()

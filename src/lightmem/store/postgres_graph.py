@@ -22,6 +22,7 @@ class PostgresGraphStore(SQLGraphStore):
     ranked with ``ts_rank_cd``. Several processes may share the graph."""
 
     dialect = POSTGRES
+    row_lock = " FOR UPDATE"
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
