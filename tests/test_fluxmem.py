@@ -396,3 +396,12 @@ def test_replay_fn_sets_eta(agent: FluxMemAgent) -> None:
     for skill in agent.graph.nodes("procedural", agent.scope):
         replayed = "derive" in skill.text
         assert (skill.data["pems"] > 0) is replayed
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_stage1_scale_bench_on_both_backends(backend: str) -> None:
+    from lightmem.bench import fluxmem as flux_bench
+
+    dsn = require_postgres() if backend == "postgres" else None
+    out = flux_bench.scale(semantic=200, episodes=20, queries=5, dsn=dsn)
+    assert out["semantic_nodes"] == 200 and 0 < out["stage1_ms_p50"] <= out["stage1_ms_p95"]

@@ -143,33 +143,48 @@ def _bind(analyst: SimulatedAnalyst, task: TableTask) -> Callable[[str], StepRes
     return lambda context: analyst(task, context)
 
 
-def scale(*, semantic: int = 10_000, episodes: int = 1_000, queries: int = 200) -> dict[str, Any]:
-    """Stage I assembly latency with a large graph (synthetic nodes, real vectors)."""
+def scale(
+    *, semantic: int = 10_000, episodes: int = 1_000, queries: int = 200, dsn: str | None = None
+) -> dict[str, Any]:
+    """Stage I assembly latency with a large graph (synthetic nodes, real vectors), on a
+    SQLite file or, with ``dsn``, a throwaway PostgreSQL schema."""
+    if dsn is None:
+        with tempfile.TemporaryDirectory(prefix="lightmem-flux-scale-") as tmp:
+            return _scale(FluxMemAgent.open(Path(tmp) / "scale.db"), semantic, episodes, queries)
+    from lightmem.store.postgres import PostgresStore
+
+    pg = PostgresStore(dsn, schema=f"flux_scale_{uuid.uuid4().hex[:8]}")
+    try:
+        return _scale(FluxMemAgent.on_store(pg), semantic, episodes, queries)
+    finally:
+        pg.drop()
+        pg.close()
+
+
+def _scale(agent: FluxMemAgent, semantic: int, episodes: int, queries: int) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    with tempfile.TemporaryDirectory(prefix="lightmem-flux-scale-") as tmp:
-        agent = FluxMemAgent.open(Path(tmp) / "scale.db")
-        words = [f"w{i}" for i in range(5000)]
-        texts = [" ".join(rng.choice(words, 12)) for _ in range(semantic)]
-        vecs = agent.embedder.embed(texts, op="bench")
-        store = agent.graph
-        t0 = time.perf_counter()
-        for text, vec in zip(texts, vecs, strict=True):
-            store.add_node(Node(uuid.uuid4().hex, "semantic", text), vec, "bench")
-        ep_texts = [" ".join(rng.choice(words, 8)) for _ in range(episodes)]
-        for text, vec in zip(ep_texts, agent.embedder.embed(ep_texts, op="bench"), strict=True):
-            store.add_node(
-                Node(uuid.uuid4().hex, "episodic", text, data={"task": text, "success": True}),
-                vec,
-                "bench",
-            )
-        load_s = time.perf_counter() - t0
-        lat = []
-        for i in range(queries):
-            q = ep_texts[i % len(ep_texts)]
-            t1 = time.perf_counter()
-            agent.subgraph(q)
-            lat.append(time.perf_counter() - t1)
-        lat.sort()
+    words = [f"w{i}" for i in range(5000)]
+    texts = [" ".join(rng.choice(words, 12)) for _ in range(semantic)]
+    vecs = agent.embedder.embed(texts, op="bench")
+    store = agent.graph
+    t0 = time.perf_counter()
+    for text, vec in zip(texts, vecs, strict=True):
+        store.add_node(Node(uuid.uuid4().hex, "semantic", text), vec, "bench")
+    ep_texts = [" ".join(rng.choice(words, 8)) for _ in range(episodes)]
+    for text, vec in zip(ep_texts, agent.embedder.embed(ep_texts, op="bench"), strict=True):
+        store.add_node(
+            Node(uuid.uuid4().hex, "episodic", text, data={"task": text, "success": True}),
+            vec,
+            "bench",
+        )
+    load_s = time.perf_counter() - t0
+    lat = []
+    for i in range(queries):
+        q = ep_texts[i % len(ep_texts)]
+        t1 = time.perf_counter()
+        agent.subgraph(q)
+        lat.append(time.perf_counter() - t1)
+    lat.sort()
     return {
         "semantic_nodes": semantic,
         "episodes": episodes,

@@ -135,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     fm.add_argument("--test", type=int, default=60)
     fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
     fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
+    fm.add_argument("--dsn", help="with --scale: the graph in PostgreSQL at this DSN")
     fm.add_argument("--out", help="write the full JSON (every seed) here")
     se = bsub.add_parser("serve", help="REST under concurrent clients; MCP stdio latency")
     se.add_argument("--memories", type=int, default=10_000)
@@ -309,7 +310,7 @@ def _bench(args: argparse.Namespace) -> int:
             args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
         )
         if args.scale:
-            result["scale"] = fluxmem.scale()
+            result["scale"] = fluxmem.scale(dsn=args.dsn)
         if args.out:
             Path(args.out).write_text(json.dumps(result, indent=1))
         result.pop("runs")
