@@ -77,6 +77,11 @@ def test_duplicate_message_id_in_scope_is_rejected_and_nothing_lost(filled: Ligh
         ({"query": "x", "filters": {"kind": "everything"}}, "filters.kind"),
         ({"query": "x", "user_id": ""}, "user_id"),
         ({"query": "x", "agent_id": 5}, "agent_id"),
+        # lone surrogates and NUL cannot be stored (or bound) on either backend
+        ({"query": "\ud800"}, "query"),
+        ({"query": "x", "user_id": "\udfff"}, "user_id"),
+        ({"query": "x", "run_id": "a\x00b"}, "run_id"),
+        ({"query": "x", "filters": {"speaker": "\ud800"}}, "filters.speaker"),
     ],
 )
 def test_bad_retrieve_arguments(filled: LightMemory, kwargs: dict[str, Any], field: str) -> None:
@@ -97,6 +102,10 @@ def test_unknown_entry_ids(filled: LightMemory) -> None:
             call("nope")
     with pytest.raises(InvalidInputError, match="id"):
         filled.get("")
+    for bad in ("\ud800", "a\x00"):  # found by the long fuzz campaign
+        for call in (filled.get, filled.history, filled.sources):
+            with pytest.raises(InvalidInputError, match=r"^id"):
+                call(bad)
     with pytest.raises(InvalidInputError, match="text"):
         filled.update(filled.list_entries(limit=1)[0].id, "  ")
 

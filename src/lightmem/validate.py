@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from lightmem.errors import InvalidInputError
+from lightmem.pipeline.messages import check_text
 from lightmem.pipeline.timeparse import parse_timestamp
 from lightmem.types import Filters, Scope
 
@@ -23,6 +24,7 @@ def scope(user_id: object, agent_id: object, run_id: object) -> Scope:
         elif not isinstance(value, str) or not value.strip():
             raise InvalidInputError(f"{name}: expected a non-empty string or None")
         else:
+            check_text(value, name)
             values[name] = value
     return Scope(**values)
 
@@ -48,6 +50,7 @@ def filters(raw: Mapping[str, Any] | None) -> Filters:
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
                 raise InvalidInputError(f"filters.{key}: expected a non-empty string")
+            check_text(raw[key], f"filters.{key}")
             out[key] = raw[key]
     if raw.get("kind") is not None:
         kind = raw["kind"]
@@ -74,16 +77,14 @@ def query(value: object) -> str:
         raise InvalidInputError("query: must not be empty")
     if len(value) > MAX_QUERY_CHARS:
         raise InvalidInputError(f"query: longer than {MAX_QUERY_CHARS} characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError("query: not valid Unicode text (lone surrogate)") from exc
+    check_text(value, "query")
     return value
 
 
 def entry_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("id: expected a non-empty string")
+    check_text(value, "id")
     return value
 
 

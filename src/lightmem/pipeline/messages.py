@@ -86,7 +86,7 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
         raise InvalidInputError(f"{where}.content: must not be empty")
     if len(content) > MAX_CONTENT_CHARS:
         raise InvalidInputError(f"{where}.content: longer than {MAX_CONTENT_CHARS} characters")
-    _check_text(content, f"{where}.content")
+    check_text(content, f"{where}.content")
 
     role = _opt_str(fields, "role", where) or "user"
     msg_id = fields.get("id")
@@ -134,12 +134,8 @@ def _opt_str(fields: Mapping[str, Any], key: str, where: str) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInputError(f"{where}.{key}: expected a string, got {type(value).__name__}")
-    _check_text(value, f"{where}.{key}")
+    check_text(value, f"{where}.{key}")
     return value.strip()
-
-
-def _check_text(value: str, where: str) -> None:
-    check_text(value, where)
 
 
 def check_text(value: str, where: str) -> None:
