@@ -344,12 +344,12 @@ class PostgresStore:
         the table is locked against other writers and readers meanwhile."""
         from psycopg.types.json import Jsonb
 
-        n = 0
-        now = time.time()
         with self._tx() as c:
-            existing = int(c.execute("SELECT count(*) FROM entries").fetchone()[0])
             rows = iter(rows)
             first = list(itertools.islice(rows, self.bulk_reindex_min))
+            existing = 0
+            if len(first) >= self.bulk_reindex_min:  # only then is the table size needed
+                existing = int(c.execute("SELECT count(*) FROM entries").fetchone()[0])
             reindex = len(first) >= self.bulk_reindex_min and len(first) >= existing
             if reindex:
                 self.drop_search_indexes(c)
@@ -358,36 +358,13 @@ class PostgresStore:
                 copy.set_types(_COPY_ENTRY_TYPES)
                 for e, vec in itertools.chain(first, rows):
                     self._check_vector(vec)
-                    copy.write_row(
-                        (
-                            *entry_params(e)[:11],
-                            Jsonb(list(e.source_ids)),
-                            e.context,
-                            e.version,
-                            (e.created_at or datetime.now(UTC)).timestamp(),
-                            (e.updated_at or datetime.now(UTC)).timestamp(),
-                            Jsonb(dict(e.metadata)),
-                            e.speaker.lower(),
-                            e.search_text,
-                            vec,
-                        )
-                    )
-                    history.append(
-                        (
-                            e.id,
-                            e.scope.user_id,
-                            e.scope.agent_id,
-                            e.scope.run_id,
-                            e.version,
-                            Jsonb(e.to_dict()),
-                            now,
-                        )
-                    )
-                    n += 1
+                    copy.write_row(_entry_values(e, vec, Jsonb))
+                    history.append(_history_values(e, "add", None, e, reason, Jsonb))
             with c.cursor().copy(_COPY_HISTORY) as copy:
                 copy.set_types(_COPY_HISTORY_TYPES)
                 for h in history:
-                    copy.write_row((*h, "add", reason))
+                    copy.write_row(h)
+            n = len(history)
             if reindex:
                 self.build_search_indexes(c, existing + n)
             # Fresh statistics, or the planner may scan instead of using the indexes.
@@ -741,17 +718,17 @@ def _lock_in_order(c: Any, seqs: Sequence[int]) -> None:
     ).fetchall()
 
 
-_INSERT_ENTRY = (
-    f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
-    "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+# Rows as _entry_values and _history_values give them, for INSERT and for COPY alike.
+_ENTRY_ROW = f"entries ({ENTRY_COLS}, speaker_key, search_text, embedding)"
+_HISTORY_ROW = (
+    "history (entry_id, user_id, agent_id, run_id, op, version, before, after, at, reason)"
 )
+_INSERT_ENTRY = f"INSERT INTO {_ENTRY_ROW} VALUES ({','.join(['%s'] * 20)})"
 _CREATE_HNSW_INDEX = (
     "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
 )
 _CREATE_TSV_INDEX = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
-_COPY_ENTRIES = (
-    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, embedding) FROM STDIN (FORMAT BINARY)"
-)
+_COPY_ENTRIES = f"COPY {_ENTRY_ROW} FROM STDIN (FORMAT BINARY)"
 _COPY_ENTRY_TYPES = [
     *["text"] * 7,
     "float8",
@@ -766,23 +743,24 @@ _COPY_ENTRY_TYPES = [
     "text",
     "vector",
 ]
-_COPY_HISTORY = (
-    "COPY history (entry_id, user_id, agent_id, run_id, version, after, at, op, reason) "
-    "FROM STDIN (FORMAT BINARY)"
-)
-_COPY_HISTORY_TYPES = ["text", "text", "text", "text", "int4", "jsonb", "float8", "text", "text"]
-_INSERT_HISTORY = (
-    "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, before, after, at, "
-    "reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-)
+_COPY_HISTORY = f"COPY {_HISTORY_ROW} FROM STDIN (FORMAT BINARY)"
+_COPY_HISTORY_TYPES = [*["text"] * 5, "int4", "jsonb", "jsonb", "float8", "text"]
+_INSERT_HISTORY = f"INSERT INTO {_HISTORY_ROW} VALUES ({','.join(['%s'] * 10)})"
 
 
-def _entry_values(e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
-    return (*entry_params(e), e.speaker.lower(), e.search_text, vec)
+def _entry_values(
+    e: MemoryEntry, vec: Vector, as_json: Callable[[Any], Any] = json.dumps
+) -> tuple[Any, ...]:
+    return (*entry_params(e, as_json), e.speaker.lower(), e.search_text, vec)
 
 
 def _history_values(
-    e: MemoryEntry, op: str, before: MemoryEntry | None, after: MemoryEntry | None, reason: str
+    e: MemoryEntry,
+    op: str,
+    before: MemoryEntry | None,
+    after: MemoryEntry | None,
+    reason: str,
+    as_json: Callable[[Any], Any] = json.dumps,
 ) -> tuple[Any, ...]:
     return (
         e.id,
@@ -791,8 +769,8 @@ def _history_values(
         e.scope.run_id,
         op,
         e.version,
-        json.dumps(before.to_dict()) if before else None,
-        json.dumps(after.to_dict()) if after else None,
+        as_json(before.to_dict()) if before else None,
+        as_json(after.to_dict()) if after else None,
         time.time(),
         reason,
     )

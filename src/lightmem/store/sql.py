@@ -62,8 +62,9 @@ def filter_sql(d: Dialect, scope: Scope, f: Filters, prefix: str = "") -> tuple[
     return " AND ".join(clauses), params
 
 
-def entry_params(e: MemoryEntry) -> tuple[Any, ...]:
-    """Values for :data:`ENTRY_COLS` (JSON columns as JSON text)."""
+def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = json.dumps) -> tuple[Any, ...]:
+    """Values for :data:`ENTRY_COLS`; JSON columns go through ``as_json`` (JSON text by
+    default, or a driver's JSON wrapper for binary COPY)."""
     return (
         e.id,
         e.kind,
@@ -76,12 +77,12 @@ def entry_params(e: MemoryEntry) -> tuple[Any, ...]:
         e.speaker_id,
         e.speaker_name,
         e.topic_id,
-        json.dumps(list(e.source_ids)),
+        as_json(list(e.source_ids)),
         e.context,
         e.version,
         (e.created_at or datetime.now(UTC)).timestamp(),
         (e.updated_at or datetime.now(UTC)).timestamp(),
-        json.dumps(dict(e.metadata)),
+        as_json(dict(e.metadata)),
     )
 
 

@@ -51,10 +51,11 @@ class BM25Index:
     n_docs: int
     postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
     lengths: npt.NDArray[np.float32]
+    total_length: float
 
     @classmethod
     def empty(cls) -> BM25Index:
-        return cls(0, {}, np.zeros(0, dtype=np.float32))
+        return cls(0, {}, np.zeros(0, dtype=np.float32), 0.0)
 
     @classmethod
     def build(cls, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
@@ -85,7 +86,10 @@ class BM25Index:
             )
         new_lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
         return BM25Index(
-            self.n_docs + len(docs), postings, np.concatenate([self.lengths, new_lengths])
+            self.n_docs + len(docs),
+            postings,
+            np.concatenate([self.lengths, new_lengths]),
+            self.total_length + float(new_lengths.sum()),
         )
 
     def search(
@@ -101,7 +105,7 @@ class BM25Index:
         if not hits or k <= 0:
             return []
         n = self.n_docs
-        avg = float(self.lengths.mean()) or 1.0
+        avg = self.total_length / n or 1.0
         scores = np.zeros(n, dtype=np.float32)
         for rows, tf in hits:
             # FTS5's idf, floored so very common terms still count a little
