@@ -337,7 +337,9 @@ def _bench(args: argparse.Namespace) -> int:
         try:
             efs = tuple(int(x) for x in args.ef_search.split(","))
         except ValueError as exc:
-            raise InvalidInputError("--ef-search: comma-separated integers") from exc
+            raise InvalidInputError("--ef-search: comma-separated positive integers") from exc
+        if min(efs) < 1:
+            raise InvalidInputError("--ef-search: comma-separated positive integers")
         print(json.dumps(scale.run(args.n, dsn=args.dsn, ef_search=efs), indent=2))
         return 0
     if args.bench == "concurrency":
