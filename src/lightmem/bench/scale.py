@@ -92,20 +92,7 @@ def _load(store: MemoryStore, matrix: np.ndarray, texts: list[str]) -> dict[str,
     store.bind_embedder("bench:random:384", DIM)
     now = datetime.now(UTC)
     t0 = time.perf_counter()
-    store.import_entries(
-        (
-            MemoryEntry(
-                id=f"e{i}",
-                text=text,
-                original_text=text,
-                scope=Scope(),
-                created_at=now,
-                updated_at=now,
-            ),
-            matrix[i],
-        )
-        for i, text in enumerate(texts)
-    )
+    store.import_entries((_entry(f"e{i}", text, now), matrix[i]) for i, text in enumerate(texts))
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     store.vector_search(matrix[0], Scope(), Filters(kinds=("entry",)), K)
@@ -154,19 +141,17 @@ def _write_then_search(store: MemoryStore, qs: np.ndarray, reps: int = 5) -> dic
     now = datetime.now(UTC)
     times = []
     for r in range(reps):
-        e = MemoryEntry(
-            id=f"late{r}",
-            text="late",
-            original_text="late",
-            scope=Scope(),
-            created_at=now,
-            updated_at=now,
-        )
-        store.commit_extraction([(e, qs[r])], [])
+        store.commit_extraction([(_entry(f"late{r}", "late", now), qs[r])], [])
         t0 = time.perf_counter()
         store.vector_search(qs[r], Scope(), Filters(kinds=("entry",)), K)
         times.append(time.perf_counter() - t0)
     return {"search_after_add_p50_ms": round(1000 * statistics.median(times), 2)}
+
+
+def _entry(entry_id: str, text: str, now: datetime) -> MemoryEntry:
+    return MemoryEntry(
+        id=entry_id, text=text, original_text=text, scope=Scope(), created_at=now, updated_at=now
+    )
 
 
 def _lat(xs: list[float]) -> dict[str, float]:

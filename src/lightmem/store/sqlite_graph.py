@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,7 +27,6 @@ class SQLiteGraphStore(SQLGraphStore):
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self._conn = store._conn
-        self._lock = threading.RLock()
         self._cache: dict[tuple[str, Scope], tuple[list[str], Vector]] = {}
         self._cache_version: int | None = None
 
