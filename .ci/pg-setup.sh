@@ -11,7 +11,15 @@ if [ ! -x "$PGBIN/postgres" ] || [ ! -f /usr/include/postgresql/15/server/postgr
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-server-dev-15 build-essential >/dev/null
 fi
 if [ ! -f /usr/share/postgresql/15/extension/vector.control ]; then
-  echo "deb-src http://deb.debian.org/debian trixie main" > /etc/apt/sources.list.d/lightmem-trixie-src.list
+  # The machine's own Debian mirror (first URI of its main archive), so no host is named here.
+  mirror=$( (cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true) \
+    | awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }
+           $1 == "URIs:" && $2 !~ /security/ { print $2; exit }')
+  if [ -z "$mirror" ]; then
+    echo "pg-setup: no Debian mirror found in the apt sources" >&2
+    exit 1
+  fi
+  echo "deb-src $mirror trixie main" > /etc/apt/sources.list.d/lightmem-trixie-src.list
   apt-get update -qq
   src=$(mktemp -d)
   (cd "$src" && apt-get source --download-only pgvector >/dev/null 2>&1 && dpkg-source -x pgvector_*.dsc pgvector >/dev/null)
