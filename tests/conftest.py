@@ -13,6 +13,30 @@ from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# The test harness's own switches; every other LIGHTMEM_* variable is the library's.
+HARNESS_VARS = frozenset(
+    {"LIGHTMEM_TEST_PG_DSN", "LIGHTMEM_TEST_PG_RESTART", "LIGHTMEM_REQUIRE_POSTGRES"}
+)
+OTHER_LIBRARY_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE")
+
+
+def library_vars(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The variables of ``environ`` the library (or a client SDK it uses) reads."""
+    return sorted(
+        k
+        for k in environ
+        if (k.startswith("LIGHTMEM_") and k not in HARNESS_VARS) or k in OTHER_LIBRARY_VARS
+    )
+
+
+@pytest.fixture(autouse=True)
+def _caller_environment_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the caller's library settings (``LIGHTMEM_PG_DSN``, ``LIGHTMEM_STORE``,
+    ``LIGHTMEM_LLM_*``, ``OPENAI_API_KEY``, ...), nor do the subprocesses tests start; a test
+    that needs one sets it itself with ``monkeypatch.setenv``."""
+    for name in library_vars(os.environ):
+        monkeypatch.delenv(name)
+
 
 @pytest.fixture(scope="session")
 def embedder() -> WordLlamaEmbedder:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from lightmem import (
+    BackendError,
     ConfigError,
     InvalidInputError,
     LightMemError,
     LightMemory,
     NotFoundError,
+    SQLiteStore,
     StoreError,
 )
+from lightmem.embed.base import Embedder
 
 
 @pytest.mark.parametrize(
@@ -191,6 +197,62 @@ def test_other_embedder_cannot_search_a_store(store_path: Path) -> None:
         )
 
 
-def test_every_error_is_a_lightmem_error() -> None:
-    for cls in (ConfigError, InvalidInputError, NotFoundError, StoreError):
-        assert issubclass(cls, LightMemError)
+class _BrokenEmbedder(Embedder):
+    """A backend that answers with the wrong number of dimensions."""
+
+    name = "broken"
+    dim = 8
+
+    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
+        return np.ones((len(texts), self.dim + 1))
+
+
+def _foreign_file(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE invoices (n INTEGER)")
+    con.commit()
+    con.close()
+    LightMemory.from_config({"store": {"path": str(path)}})
+
+
+def _broken_backend(tmp_path: Path) -> None:
+    with LightMemory(SQLiteStore(str(tmp_path / "b.db")), _BrokenEmbedder()) as mem:
+        mem.add_memory({"content": "Maya adopted a cat."}, force_extract=True)
+
+
+def _unknown_entry(tmp_path: Path) -> None:
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "n.db")}}) as mem:
+        mem.get("no-such-id")
+
+
+def _bad_message(tmp_path: Path) -> None:
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "i.db")}}) as mem:
+        mem.add_memory({"content": "x", "mood": float("nan")})
+
+
+def _bad_config(tmp_path: Path) -> None:
+    LightMemory.from_config({"store": {"path": str(tmp_path / "c.db"), "colour": "red"}})
+
+
+@pytest.mark.parametrize(
+    ("trigger", "expected", "field"),
+    [
+        (_bad_message, InvalidInputError, "messages[0].metadata.mood"),
+        (_unknown_entry, NotFoundError, "no-such-id"),
+        (_bad_config, ConfigError, "store.colour"),
+        (_foreign_file, StoreError, "another application"),
+        (_broken_backend, BackendError, "broken"),
+    ],
+)
+def test_each_failure_raises_its_own_subclass(
+    tmp_path: Path, trigger: Callable[[Path], None], expected: type[LightMemError], field: str
+) -> None:
+    """Each kind of failure, reached through a public entry point, raises exactly its
+    subclass (so ``except NotFoundError`` never catches bad input), catchable as the root."""
+    with pytest.raises(LightMemError) as err:
+        trigger(tmp_path)
+    assert type(err.value) is expected, repr(err.value)
+    assert field in str(err.value)
+    others = {InvalidInputError, NotFoundError, ConfigError, StoreError, BackendError} - {expected}
+    assert not isinstance(err.value, tuple(others))

@@ -14,8 +14,8 @@ from lightmem import EntropyCompressor, InvalidInputError
 from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.retrieve import rrf
 from lightmem.pipeline.segment import SegmenterConfig, segment
-from lightmem.pipeline.timeparse import parse_timestamp
 from lightmem.pipeline.update import build_queue
+from lightmem.timeparse import parse_timestamp
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
-from lightmem.pipeline.messages import check_text, normalize_messages
+from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
@@ -36,6 +36,8 @@ from lightmem.pipeline.summarize import (
     summarize_windows,
 )
 from lightmem.pipeline.update import (
+    MAX_KEEP_TOP_N,
+    MAX_TOP_K,
     OfflineUpdater,
     Updater,
     UpdateReport,
@@ -43,6 +45,7 @@ from lightmem.pipeline.update import (
     run_update,
 )
 from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
 from lightmem.store.sqlite import entry_from_dict
 from lightmem.types import (
@@ -239,10 +242,13 @@ class LightMemory:
     ) -> RetrieveParams:
         p = self.settings.retrieve
         if limit is not None:
-            p = replace(p, limit=validate.positive_int("limit", limit, 10_000))
+            p = replace(p, limit=validate.positive_int("limit", limit, validate.MAX_LIMIT))
         if budget_tokens is not None:
             p = replace(
-                p, budget_tokens=validate.positive_int("budget_tokens", budget_tokens, 10**7)
+                p,
+                budget_tokens=validate.positive_int(
+                    "budget_tokens", budget_tokens, validate.MAX_BUDGET_TOKENS
+                ),
             )
         if mode is not None:
             if mode not in ("embedding", "context", "hybrid", "hierarchical"):
@@ -279,10 +285,11 @@ class LightMemory:
     ) -> list[MemoryEntry]:
         """Entries in time order, paginated."""
         scope = validate.scope(user_id, agent_id, run_id)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidInputError("offset: expected a non-negative integer")
+        validate.offset(offset)
         f = validate.filters(filters)
-        return self.store.list_entries(scope, f, validate.positive_int("limit", limit), offset)
+        return self.store.list_entries(
+            scope, f, validate.positive_int("limit", limit, validate.MAX_LIST_LIMIT), offset
+        )
 
     def sources(self, entry_id: str, **scope_kw: str | None) -> list[Message]:
         """The original messages an entry was extracted from."""
@@ -351,7 +358,7 @@ class LightMemory:
         events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
         snaps = [e.after for e in events if e.after is not None]
         if version is not None:
-            validate.positive_int("version", version, 10**9)
+            validate.positive_int("version", version, validate.MAX_VERSION)
             snaps = [s for s in snaps if s["version"] == version]
             if not snaps:
                 raise NotFoundError(f"version: entry {entry_id!r} has no version {version}")
@@ -373,8 +380,8 @@ class LightMemory:
         run_id: str | None = None,
     ) -> int:
         """For every entry, queue its most similar earlier entries; returns entries queued."""
-        validate.positive_int("top_k", top_k, 10_000)
-        validate.positive_int("keep_top_n", keep_top_n, 10_000)
+        validate.positive_int("top_k", top_k, MAX_TOP_K)
+        validate.positive_int("keep_top_n", keep_top_n, MAX_KEEP_TOP_N)
         scope = validate.scope(user_id, agent_id, run_id)
         ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
         queue = build_queue(ids, matrix, groups, top_k, keep_top_n)

@@ -1,4 +1,8 @@
-"""Validation of the arguments of public methods (scope, filters, queries, ids)."""
+"""Validation of the arguments of public methods (scope, filters, queries, ids, counts).
+
+Every count a caller can pass has a cap here (``MAX_*``), so one call's work is bounded;
+past it the call fails with an :class:`InvalidInputError` naming the argument (REST: 422).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,22 @@ from datetime import timedelta
 from typing import Any
 
 from lightmem.errors import InvalidInputError
-from lightmem.pipeline.messages import check_text
-from lightmem.pipeline.timeparse import parse_timestamp
+from lightmem.sanitize import check_text
+from lightmem.timeparse import parse_timestamp
 from lightmem.types import Filters, Scope
 
 MAX_QUERY_CHARS = 100_000
+#: Results of one retrieve.
+MAX_LIMIT = 10_000
+#: Entries of one page of a listing (REST pages are capped lower, at 1,000).
+MAX_LIST_LIMIT = 1_000_000
+#: Where a listing may start (a page further than this holds nothing anyone pages to).
+MAX_OFFSET = 1_000_000_000
+MAX_BUDGET_TOKENS = 10_000_000
+#: History versions and FluxMem history sequence numbers.
+MAX_VERSION = 1_000_000_000
+#: Scope ids and entry ids.
+MAX_ID_CHARS = 1_000
 _FILTER_KEYS = ("time_from", "time_to", "speaker", "topic_id", "event_id", "kind")
 _KINDS = ("entry", "summary", "event")
 
@@ -24,6 +39,8 @@ def scope(user_id: object, agent_id: object, run_id: object) -> Scope:
         elif not isinstance(value, str) or not value.strip():
             raise InvalidInputError(f"{name}: expected a non-empty string or None")
         else:
+            if len(value) > MAX_ID_CHARS:
+                raise InvalidInputError(f"{name}: longer than {MAX_ID_CHARS} characters")
             check_text(value, name)
             values[name] = value
     return Scope(**values)
@@ -50,6 +67,8 @@ def filters(raw: Mapping[str, Any] | None) -> Filters:
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
                 raise InvalidInputError(f"filters.{key}: expected a non-empty string")
+            if len(raw[key]) > MAX_QUERY_CHARS:
+                raise InvalidInputError(f"filters.{key}: longer than {MAX_QUERY_CHARS} characters")
             check_text(raw[key], f"filters.{key}")
             out[key] = raw[key]
     if raw.get("kind") is not None:
@@ -84,6 +103,8 @@ def query(value: object) -> str:
 def entry_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("id: expected a non-empty string")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidInputError(f"id: longer than {MAX_ID_CHARS} characters")
     check_text(value, "id")
     return value
 
@@ -112,6 +133,18 @@ def time_window(value: object) -> timedelta:
 
 
 def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise InvalidInputError(f"{name}: expected an integer in [1, {maximum}], got {value!r}")
+    return bounded_int(name, value, 1, maximum)
+
+
+def bounded_int(name: str, value: object, minimum: int, maximum: int) -> int:
+    """An integer in [minimum, maximum] (bool is not an integer here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise InvalidInputError(
+            f"{name}: expected an integer in [{minimum}, {maximum}], got {shown}"
+        )
     return value
+
+
+def offset(value: object) -> int:
+    return bounded_int("offset", value, 0, MAX_OFFSET)

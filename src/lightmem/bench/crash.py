@@ -1,7 +1,10 @@
 """Crash safety: ingestion in a child process killed with SIGKILL at random moments.
 
-After every kill the store is reopened and checked: SQLite's integrity check and
-lightmem's own (vectors match entries, every entry has its history), every
+Each kill is placed by progress, not by the clock: after a random number of acknowledged
+``add_memory`` calls (1 to ``MAX_ACKS_BEFORE_KILL``) plus a random delay, so every kill lands
+mid-ingestion however fast or loaded the machine is. After every kill the store is reopened
+and checked: SQLite's integrity check and lightmem's own (vectors match entries, every entry
+has its history), every
 ``add_memory`` call that had returned is present, and the next flush extracts every
 buffered message. ``lightmem bench crash --kills N`` runs it at length; the test suite
 runs a few kills of each pipeline.
@@ -13,6 +16,7 @@ import argparse
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,23 +62,46 @@ def child(path: str, run: str, batches: int, size: int, llm_url: str | None) -> 
     print("done", flush=True)
 
 
+#: A kill comes after 1 to this many acknowledged calls ...
+MAX_ACKS_BEFORE_KILL = 8
+#: ... plus a random delay of up to this many seconds (mid-call, most of the time).
+MAX_KILL_DELAY_S = 0.3
+#: A child that acknowledges nothing for this long is killed and reported as stalled.
+STALL_TIMEOUT_S = 120.0
+
+
 def kill_once(
     path: Path, run: str, rng: random.Random, *, llm_url: str | None = None, size: int = 5
 ) -> dict[str, Any]:
-    """Start a child, SIGKILL it at a random moment, then check and recover the store."""
+    """Start a child, SIGKILL it after a random number of acknowledged calls plus a random
+    delay, then check and recover the store."""
     cmd = [sys.executable, "-m", "lightmem.bench.crash", str(path), run, "--size", str(size)]
     if llm_url:
         cmd += ["--llm-url", llm_url]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
-    ready = proc.stdout.readline().strip()
-    if ready != "ready":
+    watchdog = threading.Timer(STALL_TIMEOUT_S, proc.kill)
+    watchdog.start()
+    try:
+        ready = proc.stdout.readline().strip()
+        if ready != "ready":
+            proc.kill()
+            raise RuntimeError(f"crash child did not start: {ready!r}")
+        target = rng.randint(1, MAX_ACKS_BEFORE_KILL)
+        acked: list[str] = []
+        while len(acked) < target:
+            line = proc.stdout.readline()
+            if not line:  # the child died (or stalled and the watchdog killed it)
+                break
+            if line.startswith("ack "):
+                acked.append(line.split()[1])
+        time.sleep(rng.uniform(0.0, MAX_KILL_DELAY_S))
         proc.kill()
-        raise RuntimeError(f"crash child did not start: {ready!r}")
-    time.sleep(rng.uniform(0.0, 0.6))
-    proc.kill()
-    rest, _ = proc.communicate(timeout=30)
-    acked = [line.split()[1] for line in rest.splitlines() if line.startswith("ack ")]
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        watchdog.cancel()
+    acked += [line.split()[1] for line in rest.splitlines() if line.startswith("ack ")]
+    finished = "done" in rest.splitlines()
     ids = [f"{a}-{i}" for a in acked for i in range(size)]
 
     store = SQLiteStore(path)
@@ -91,6 +118,7 @@ def kill_once(
         }
         problems += mem.store.integrity_check()
     return {
+        "mid_ingestion": bool(acked) and not finished,
         "acked_calls": len(acked),
         "lost_acked_messages": len(set(ids) - present),
         "acked_not_extracted": len(set(ids) - cited),
@@ -121,6 +149,7 @@ def run(
     return {
         "pipeline": "llm (stub)" if llm else "offline",
         "kills": kills,
+        "kills_mid_ingestion": sum(r["mid_ingestion"] for r in results),
         "acked_calls": sum(r["acked_calls"] for r in results),
         "lost_acked_messages": sum(r["lost_acked_messages"] for r in results),
         "acked_not_extracted_after_flush": sum(r["acked_not_extracted"] for r in results),

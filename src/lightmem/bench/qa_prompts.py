@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE
+from lightmem.sanitize import DATA_RULE
 
 ANSWER_VERSION = "locomo_answer/1"
 JUDGE_VERSION = "locomo_judge/1"

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,31 @@ from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
-_DATA_DIR = os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
-_DSN_HELP = "PostgreSQL DSN: tenants and keys there, not in --data-dir (or $LIGHTMEM_PG_DSN)"
+_DSN_HELP = "PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)"
+
+
+def _tenant_args(p: argparse.ArgumentParser, data_help: str = "tenant stores and keys") -> None:
+    """``--data-dir`` and ``--dsn``, shared by every command that serves or manages tenants."""
+    p.add_argument(
+        "--data-dir", default=os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data"), help=data_help
+    )
+    p.add_argument("--dsn", default=None, help=_DSN_HELP)
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (exit 2 with the flag named)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--store",
-        default=os.environ.get("LIGHTMEM_STORE", "lightmem.db"),
-        help="SQLite store file (default: $LIGHTMEM_STORE or ./lightmem.db)",
+        default=None,
+        help="SQLite store file (default: $LIGHTMEM_STORE or ./lightmem.db); read commands "
+        "refuse a file that does not exist",
     )
     p.add_argument("--config", help="JSON file in the LightMemory.from_config shape")
     p.add_argument("--user-id")
@@ -40,14 +64,14 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("add", help="add a conversation from a JSON or JSONL file ('-' = stdin)")
     a.add_argument("file")
-    a.add_argument("--batch", type=int, default=64, help="messages per add_memory call")
+    a.add_argument("--batch", type=_count(1), default=64, help="messages per add_memory call")
     a.add_argument("--no-flush", action="store_true", help="leave the tail buffered")
 
     s = sub.add_parser("search", help="retrieve memories for a query")
     s.add_argument("query")
-    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--limit", type=_count(1), default=10)
     s.add_argument("--mode", choices=["embedding", "context", "hybrid", "hierarchical"])
-    s.add_argument("--budget-tokens", type=int)
+    s.add_argument("--budget-tokens", type=_count(1))
     s.add_argument("--speaker")
     s.add_argument("--context", action="store_true", help="print formatted prompt context")
 
@@ -62,51 +86,28 @@ def _parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="REST API and viewer (/ui); needs lightmem[server]")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8765)
-    sv.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys")
-    sv.add_argument(
-        "--dsn",
-        default=None,
-        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
-    )
+    _tenant_args(sv)
     sv.add_argument("--max-body-mb", type=float, default=8.0)
-    sv.add_argument("--workers", type=int, default=1, help="server processes (share the files)")
+    sv.add_argument(
+        "--workers", type=_count(1), default=1, help="server processes (share the files)"
+    )
 
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
     mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8766)
-    mc.add_argument("--data-dir", default=_DATA_DIR, help="tenant stores and keys (http)")
-    mc.add_argument(
-        "--dsn",
-        default=None,
-        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
-    )
+    _tenant_args(mc, "tenant stores and keys (http)")
 
     ks = sub.add_parser("keys", help="API keys for the HTTP servers")
     ksub = ks.add_subparsers(dest="keys", required=True)
     kc = ksub.add_parser("create", help="create a key for a tenant (printed once)")
     kc.add_argument("--tenant", required=True)
-    kc.add_argument("--data-dir", default=_DATA_DIR)
-    kc.add_argument(
-        "--dsn",
-        default=None,
-        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
-    )
+    _tenant_args(kc)
     kl = ksub.add_parser("list", help="list keys (prefixes only)")
-    kl.add_argument("--data-dir", default=_DATA_DIR)
-    kl.add_argument(
-        "--dsn",
-        default=None,
-        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
-    )
+    _tenant_args(kl)
     kr = ksub.add_parser("revoke", help="revoke a key by its prefix")
     kr.add_argument("prefix")
-    kr.add_argument("--data-dir", default=_DATA_DIR)
-    kr.add_argument(
-        "--dsn",
-        default=None,
-        help="PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)",
-    )
+    _tenant_args(kr)
 
     mg = sub.add_parser("migrate", help="copy a SQLite store to PostgreSQL, then verify it")
     mg.add_argument("--from", dest="source", required=True, help="sqlite:PATH")
@@ -118,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     bsub = b.add_subparsers(dest="bench", required=True)
     lo = bsub.add_parser("locomo", help="LoCoMo evidence recall within a token budget")
     lo.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
-    lo.add_argument("--budget-tokens", type=int, default=800)
+    lo.add_argument("--budget-tokens", type=_count(1), default=800)
     lo.add_argument("--out", help="write the full per-question JSON here")
     lo.add_argument(
         "--llm",
@@ -129,22 +130,22 @@ def _parser() -> argparse.ArgumentParser:
         "--qa", action="store_true", help="answer each question and grade it with an LLM judge"
     )
     fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation on seeded table tasks")
-    fm.add_argument("--seeds", type=int, default=5, help="how many seeds (medians reported)")
-    fm.add_argument("--first-seed", type=int, default=0)
-    fm.add_argument("--train", type=int, default=40)
-    fm.add_argument("--test", type=int, default=60)
+    fm.add_argument("--seeds", type=_count(1), default=5, help="how many seeds (medians reported)")
+    fm.add_argument("--first-seed", type=_count(0), default=0)
+    fm.add_argument("--train", type=_count(1), default=40)
+    fm.add_argument("--test", type=_count(1), default=60)
     fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
     fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
     fm.add_argument("--dsn", help="with --scale: the graph in PostgreSQL at this DSN")
     fm.add_argument("--out", help="write the full JSON (every seed) here")
     se = bsub.add_parser("serve", help="REST under concurrent clients; MCP stdio latency")
-    se.add_argument("--memories", type=int, default=10_000)
-    se.add_argument("--clients", type=int, default=20)
-    se.add_argument("--requests", type=int, default=2_000)
-    se.add_argument("--workers", type=int, default=1)
+    se.add_argument("--memories", type=_count(1), default=10_000)
+    se.add_argument("--clients", type=_count(1), default=20)
+    se.add_argument("--requests", type=_count(1), default=2_000)
+    se.add_argument("--workers", type=_count(1), default=1)
     se.add_argument("--dsn", help="tenants and keys in PostgreSQL at this DSN")
     sc = bsub.add_parser("scale", help="load and search N synthetic memories per backend")
-    sc.add_argument("--n", type=int, default=100_000)
+    sc.add_argument("--n", type=_count(100), default=100_000)
     sc.add_argument("--dsn", help="also PostgreSQL at this DSN")
     sc.add_argument(
         "--ef-search",
@@ -152,19 +153,19 @@ def _parser() -> argparse.ArgumentParser:
         help="PostgreSQL HNSW ef_search values to measure (comma-separated)",
     )
     cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
-    cc.add_argument("--writers", type=int, default=4)
-    cc.add_argument("--readers", type=int, default=4)
+    cc.add_argument("--writers", type=_count(1), default=4)
+    cc.add_argument("--readers", type=_count(0), default=4)
     cc.add_argument("--seconds", type=float, default=60.0)
     cc.add_argument("--dsn", help="PostgreSQL DSN (default: a SQLite file in a temp folder)")
     cr = bsub.add_parser("crash", help="SIGKILL ingestion at random points, then verify")
-    cr.add_argument("--kills", type=int, default=200)
+    cr.add_argument("--kills", type=_count(1), default=200)
     cr.add_argument("--llm", action="store_true", help="the LLM pipeline, against the stub")
     so = bsub.add_parser("soak", help="long mixed workload: RSS growth and latency drift")
     so.add_argument("--minutes", type=float, default=30.0)
     so.add_argument("--out", help="write every window as JSON here")
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
-    co.add_argument("--samples", type=int, default=1, help="conversations to ingest")
+    co.add_argument("--samples", type=_count(1), default=1, help="conversations to ingest")
     return p
 
 
@@ -179,15 +180,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+_READ_COMMANDS = ("search", "show", "history", "stats")
+
+
 def _config(args: argparse.Namespace) -> dict[str, Any]:
+    """The library config: ``--config``'s file, with ``--store`` as its store unless the file
+    names one. A ``--store`` that contradicts the file's store is refused, and so (for read
+    commands) is a store file that does not exist, rather than creating an empty one."""
     cfg: dict[str, Any] = {}
     if args.config:
         try:
             cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
-    if "store" not in cfg and "embedding_retriever" not in cfg:
-        cfg["store"] = {"path": args.store}
+        if not isinstance(cfg, dict):
+            raise InvalidInputError(f"--config: {args.config} must hold a JSON object")
+    named = "store" in cfg or "embedding_retriever" in cfg
+    if not named:
+        default = os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+        cfg["store"] = {"path": args.store if args.store is not None else default}
+    settings = parse_config(cfg)
+    path = settings.store_path if settings.store_provider == "sqlite" else None
+    if named and args.store is not None and (path is None or Path(path) != Path(args.store)):
+        where = repr(path) if path is not None else "a PostgreSQL store"
+        raise InvalidInputError(
+            f"--store: {args.store!r} conflicts with {where} in --config {args.config}; give one"
+        )
+    if path is not None and args.command in _READ_COMMANDS and not Path(path).exists():
+        flag = "--store" if not named else "--config"
+        raise InvalidInputError(f"{flag}: no lightmem store at {path!r}; 'add' creates one")
     return cfg
 
 
@@ -280,7 +301,6 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
 def _add(mem: LightMemory, args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    _at_least_one(args, "batch")
     messages = _read_messages(args.file)
     created = 0
     with tqdm(total=len(messages), unit="msg", disable=len(messages) < 200, file=sys.stderr) as bar:
@@ -293,19 +313,12 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_least_one(args: argparse.Namespace, *names: str) -> None:
-    for name in names:
-        if getattr(args, name) < 1:
-            raise InvalidInputError(f"--{name.replace('_', '-')}: must be at least 1")
-
-
 def _bench(args: argparse.Namespace) -> int:
     from lightmem.bench import cost, locomo
 
     if args.bench == "fluxmem":
         from lightmem.bench import fluxmem
 
-        _at_least_one(args, "seeds", "train", "test")
         result = fluxmem.run_seeds(
             args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
         )
@@ -319,7 +332,6 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "serve":
         from lightmem.bench import serve as serve_bench
 
-        _at_least_one(args, "memories", "clients", "requests", "workers")
         result = serve_bench.run(
             memories=args.memories,
             clients=args.clients,
@@ -332,8 +344,6 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "scale":
         from lightmem.bench import scale
 
-        if args.n < 100:
-            raise InvalidInputError("--n: must be at least 100")
         try:
             efs = tuple(int(x) for x in args.ef_search.split(","))
         except ValueError as exc:
@@ -368,7 +378,6 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "crash":
         from lightmem.bench import crash
 
-        _at_least_one(args, "kills")
         print(json.dumps(crash.run(args.kills, llm=args.llm), indent=2))
         return 0
     if args.bench == "soak":
@@ -383,7 +392,6 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if args.bench == "cost":
-        _at_least_one(args, "samples")
         print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
         return 0
     cfg: dict[str, Any] = {}

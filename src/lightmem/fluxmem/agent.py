@@ -22,7 +22,7 @@ from lightmem.fluxmem.stage1 import Stage1
 from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
 from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
-from lightmem.pipeline.messages import check_text
+from lightmem.sanitize import check_text, check_value
 from lightmem.store.base import MemoryStore
 from lightmem.store.graph import GraphStore
 
@@ -127,6 +127,8 @@ class FluxMemAgent:
     ) -> list[str]:
         """Chunk documents into semantic nodes; returns their ids. A document may be a
         string or ``{"text": ..., "source": ...}``."""
+        check_value(text_or_docs, "text_or_docs", strict=False)
+        check_value(source, "source", strict=False)
         docs = _docs(text_or_docs, source)
         chunks = [(c, src) for text, src in docs for c in chunk(text, self.config.chunk_tokens)]
         if not chunks:
@@ -141,6 +143,7 @@ class FluxMemAgent:
     def add_skill(self, name: str, steps: Sequence[str], *, episodes: Sequence[str] = ()) -> str:
         """Add a hand-written skill (procedural node), distilled from ``episodes`` if given,
         so tasks similar to those episodes inherit it. Returns its id."""
+        check_value([name, steps, episodes], "skill", strict=False)
         if not isinstance(name, str) or not name.strip():
             raise InvalidInputError("name: expected a non-empty string")
         if (
@@ -350,6 +353,7 @@ class TaskSession:
         """Feed back the result of acting on :attr:`context`."""
         if not isinstance(result, StepResult):
             raise InvalidInputError(f"result: expected a StepResult, got {type(result).__name__}")
+        check_value(result, "result", strict=False)
         self._send(result)
 
     def abandon(self, reason: str = "abandoned by the client") -> None:

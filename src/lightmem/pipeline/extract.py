@@ -11,9 +11,9 @@ from typing import Protocol
 import numpy as np
 
 from lightmem.pipeline.compress import EntropyCompressor
-from lightmem.pipeline.timeparse import format_date
 from lightmem.store.base import BufferedMessage, Vector
 from lightmem.text import STOPWORDS, words
+from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry, Scope
 
 

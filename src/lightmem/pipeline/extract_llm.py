@@ -12,9 +12,9 @@ from lightmem.llm.base import LLMClient
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.extract import Draft, IdFactory, Segment, topic_summary
 from lightmem.pipeline.prompts import extract_event, extract_flat
-from lightmem.pipeline.timeparse import format_date
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
+from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
 log = logging.getLogger("lightmem.extract")

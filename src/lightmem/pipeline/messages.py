@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightmem.errors import InvalidInputError
-from lightmem.pipeline.timeparse import parse_timestamp
+from lightmem.sanitize import check_text, check_value
+from lightmem.timeparse import parse_timestamp
 from lightmem.types import Message
 
 _ALIASES = {
@@ -29,6 +29,8 @@ _KNOWN = {
     "metadata",
 }
 MAX_CONTENT_CHARS = 1_000_000
+#: Ids, roles and speaker names are interpolated into every prompt line of their turn.
+MAX_FIELD_CHARS = 1_000
 
 
 def normalize_messages(
@@ -96,6 +98,7 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
         msg_id = str(msg_id)
     elif not isinstance(msg_id, str) or not msg_id.strip():
         raise InvalidInputError(f"{where}.id: must be a non-empty string")
+    _bounded(msg_id, f"{where}.id")
 
     ts_raw = fields.get("timestamp", default_timestamp)
     timestamp = None
@@ -111,10 +114,7 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"{where}.metadata: expected a dict")
     metadata = {**dict(metadata), **extra}
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{where}.metadata: must be JSON-serialisable ({exc})") from exc
+    check_value(metadata, f"{where}.metadata")
 
     return Message(
         id=msg_id,
@@ -134,15 +134,11 @@ def _opt_str(fields: Mapping[str, Any], key: str, where: str) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInputError(f"{where}.{key}: expected a string, got {type(value).__name__}")
-    check_text(value, f"{where}.{key}")
+    _bounded(value, f"{where}.{key}")
     return value.strip()
 
 
-def check_text(value: str, where: str) -> None:
-    """Text every backend can store: valid Unicode, no NUL character."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{where}: not valid Unicode text (lone surrogate)") from exc
-    if "\x00" in value:
-        raise InvalidInputError(f"{where}: contains a NUL character")
+def _bounded(value: str, where: str) -> None:
+    if len(value) > MAX_FIELD_CHARS:
+        raise InvalidInputError(f"{where}: longer than {MAX_FIELD_CHARS} characters")
+    check_text(value, where)

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lightmem.embed.base import Embedder
-from lightmem.pipeline.timeparse import format_date
+from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms, estimate_tokens
+from lightmem.timeparse import format_date
 from lightmem.types import (
     EntryKind,
     Filters,
@@ -36,13 +37,14 @@ class RetrieveParams:
 
 
 def format_line(entry: MemoryEntry) -> str:
-    """How one memory appears under its date header in prompt context."""
+    """How one memory appears under its date header in prompt context: on one line, the
+    speaker as one token (quoted when it holds a colon, a quote or a line break)."""
     if entry.kind == "summary":
-        return f"- (topic) {entry.text}"
+        return f"- (topic) {inline(entry.text)}"
     if entry.kind == "event":
-        return f"- (event) {entry.text}"
-    who = f"{entry.speaker}: " if entry.speaker else ""
-    return f"- {who}{entry.text}"
+        return f"- (event) {inline(entry.text)}"
+    who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
+    return f"- {who}{inline(entry.text)}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -55,7 +57,8 @@ def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) ->
     ``cite=True`` appends each line's source ids, which costs extra tokens.
 
     Memory text is data: angle brackets are escaped so stored text cannot open or close
-    markup in the prompt around it.
+    markup in the prompt around it, and every field stays on its own line (no stored text can
+    start a line, a date header or a speaker of its own).
     """
     groups: dict[str, list[RetrievalResult]] = {}
     for r in sorted(
@@ -66,15 +69,16 @@ def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) ->
     for header, rs in groups.items():
         lines.append(header)
         for r in rs:
-            cited = f" (source: {', '.join(r.source_ids)})" if cite and r.source_ids else ""
-            lines.append(_escape(format_line(r.entry)) + cited)
+            ids = ", ".join(token(i) for i in r.source_ids)
+            cited = f" (source: {ids})" if cite and r.source_ids else ""
+            lines.append(_escape(format_line(r.entry) + cited))
             lines.extend(_escape(related_line(f)) for f in r.related)
     return "\n".join(lines)
 
 
 def related_line(fact: MemoryEntry) -> str:
     """A fact shown under its event."""
-    return f"  - {fact.text}"
+    return f"  - {inline(fact.text)}"
 
 
 def _escape(text: str) -> str:

@@ -13,9 +13,9 @@ from lightmem.embed.base import Embedder
 from lightmem.llm.base import LLMClient
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.prompts import summarize as prompt
-from lightmem.pipeline.timeparse import format_date
 from lightmem.store.base import MemoryStore
 from lightmem.text import STOPWORDS, words
+from lightmem.timeparse import format_date
 from lightmem.types import Filters, MemoryEntry, Scope
 
 RetrievalScope = Literal["global", "historical"]
@@ -102,7 +102,7 @@ def summarize_windows(
     previous = ""
     for key in sorted(buckets):
         members = buckets[key]
-        start = datetime.fromtimestamp(key * width, tz=UTC)
+        start = _window_start(key * width)
         text = summarizer.summarize(members, previous if retrieval_scope == "historical" else "")
         previous = text
         entry = _window_entry(scope, members, start, window, text, retrieval_scope)
@@ -117,6 +117,18 @@ def summarize_windows(
     return SummaryReport(len(buckets), tuple(created), tuple(updated))
 
 
+_FIRST = datetime.min.replace(tzinfo=UTC)
+_LAST = datetime.max.replace(tzinfo=UTC)
+
+
+def _window_start(epoch_seconds: float) -> datetime:
+    """A window's start; one that would begin before year 1 begins at the calendar's start."""
+    try:
+        return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return _FIRST
+
+
 def _window_entry(
     scope: Scope,
     members: Sequence[MemoryEntry],
@@ -125,7 +137,9 @@ def _window_entry(
     text: str,
     retrieval_scope: RetrievalScope,
 ) -> MemoryEntry:
-    end = start + window
+    # A window reaching past the calendar's last instant ends there (an entry dated
+    # 9999-12-31 must not make every summary fail with OverflowError).
+    end = start + window if window <= _LAST - start else _LAST
     # A stable id per (scope, window, mode), so re-summarising updates in place.
     key = f"{scope.label()}|{start.isoformat()}|{window.total_seconds()}|{retrieval_scope}"
     now = datetime.now(UTC)

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
+from lightmem.errors import InvalidInputError
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms
 from lightmem.types import MemoryEntry, Scope
@@ -50,6 +51,12 @@ class Updater(Protocol):
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
 
 
+#: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
+#: so its size (and the update work it causes) grows linearly with the number of entries.
+MAX_TOP_K = 100
+MAX_KEEP_TOP_N = 100
+
+
 def build_queue(
     ids: Sequence[str],
     matrix: npt.NDArray[np.float32],
@@ -63,10 +70,16 @@ def build_queue(
     ``ids``/``matrix`` rows are in insertion order. Work is done in numpy blocks, so 10k
     entries take well under a second; memory is O(block x n).
     """
+    for name, value, cap in (
+        ("top_k", top_k, MAX_TOP_K),
+        ("keep_top_n", keep_top_n, MAX_KEEP_TOP_N),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+            raise InvalidInputError(f"{name}: expected an integer in [1, {cap}], got {value!r}")
     n = len(ids)
     if n == 0:
         return {}
-    keep = max(1, min(top_k, keep_top_n))
+    keep = min(top_k, keep_top_n)
     g = np.asarray(groups, dtype=object)
     queue: dict[str, list[ScoredId]] = {}
     cols = np.arange(n)

@@ -22,8 +22,10 @@ from lightmem.errors import (
     NotFoundError,
     StoreError,
 )
+from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import service
 from lightmem.server.tenancy import SERVER_SCHEMA, KeyRegistry, Tenant, TenantPool
+from lightmem.validate import MAX_OFFSET
 
 Scope = dict[str, str | None]
 ASGIApp = Callable[
@@ -67,9 +69,9 @@ class RestoreBody(ScopeFields):
 
 
 class OfflineUpdateBody(ScopeFields):
-    top_k: int = 20
-    keep_top_n: int = 10
-    score_threshold: float = 0.8
+    top_k: int = Field(20, ge=1, le=MAX_TOP_K)
+    keep_top_n: int = Field(10, ge=1, le=MAX_KEEP_TOP_N)
+    score_threshold: float = Field(0.8, ge=-1.0, le=1.0, allow_inf_nan=False)
 
 
 class SummarizeBody(ScopeFields):
@@ -168,7 +170,7 @@ def create_app(
     def list_memories(
         t: TenantDep,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         kind: str | None = None,
         speaker: str | None = None,
         user_id: str | None = None,

@@ -14,9 +14,14 @@ from typing import Any
 from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.types import Feedback, ScoredNode, StepResult
+from lightmem.sanitize import check_value
 from lightmem.server.tenancy import LiveSession, Tenant
 
 SESSION_IDLE_S = 3600.0
+#: Open FluxMem task sessions per tenant (in this worker): each holds its task and context in
+#: memory, so a tenant cannot grow the server without bound; past it ``start_task`` is refused
+#: (422) until sessions finish or expire after ``SESSION_IDLE_S`` seconds idle.
+MAX_OPEN_SESSIONS = 100
 
 
 def _scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -150,18 +155,35 @@ def stats(t: Tenant, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 # -- FluxMem --------------------------------------------------------------------------------
 def add_knowledge(t: Tenant, docs: Any, source: str = "") -> dict[str, Any]:
+    check_value(docs, "docs", strict=False)
+    check_value(source, "source", strict=False)
     return {"ids": t.agent.add_knowledge(docs, source=source)}
 
 
 def start_task(t: Tenant, task: str, max_rounds: int | None = None) -> dict[str, Any]:
     _expire_sessions(t)
+    with t.lock:
+        if len(t.sessions) >= MAX_OPEN_SESSIONS:
+            raise _too_many()
     session = t.agent.start_task(task, max_rounds=max_rounds)
     if session.outcome is not None:
         return {"session_id": None, "context": None, "outcome": _outcome(session.outcome)}
     sid = uuid.uuid4().hex
     with t.lock:
-        t.sessions[sid] = LiveSession(session, time.monotonic())
+        full = len(t.sessions) >= MAX_OPEN_SESSIONS
+        if not full:
+            t.sessions[sid] = LiveSession(session, time.monotonic())
+    if full:  # another request took the last place meanwhile
+        session.abandon("too many open sessions")
+        raise _too_many()
     return {"session_id": sid, "context": session.context, "outcome": None}
+
+
+def _too_many() -> InvalidInputError:
+    return InvalidInputError(
+        f"session: {MAX_OPEN_SESSIONS} task sessions are open for this tenant (the cap); "
+        "finish one or let idle ones expire"
+    )
 
 
 def record_step(
@@ -184,6 +206,9 @@ def record_step(
         raise InvalidInputError("success: expected a boolean")
     if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
         raise InvalidInputError("actions: expected a list of strings")
+    check_value(list(actions), "actions")
+    check_value(result, "result", strict=False)
+    check_value(feedback, "feedback", strict=False)
     session.report(StepResult(result, _feedback(feedback), success, tuple(actions)))
     live.last_used = time.monotonic()
     if session.outcome is not None:

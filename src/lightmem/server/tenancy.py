@@ -25,7 +25,7 @@ from lightmem.fluxmem.agent import FluxMemAgent, TaskSession
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
-_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_TENANT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _APP_ID = 0x4C4D4B59  # "LMKY"
 
 
@@ -38,7 +38,7 @@ def single_threaded_blas() -> None:
 
 
 def check_tenant(tenant: object) -> str:
-    if not isinstance(tenant, str) or not _TENANT.match(tenant):
+    if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
         raise InvalidInputError(
             "tenant: 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
         )

@@ -6,7 +6,7 @@ from typing import Any
 
 from lightmem.fluxmem.types import Feedback
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence
+from lightmem.sanitize import DATA_RULE, fence
 
 VERSION = "fluxmem_attribute/1"
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence
+from lightmem.sanitize import DATA_RULE, fence
 
 VERSION = "fluxmem_steps/1"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from lightmem.llm.base import InvalidReply
 from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, Fact
-from lightmem.pipeline.prompts.fence import DATA_RULE
+from lightmem.sanitize import DATA_RULE
 
 VERSION = "extract_event/1"
 

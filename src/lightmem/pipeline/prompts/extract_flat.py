@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence_lines
+from lightmem.sanitize import DATA_RULE, fence_lines, token
 
 VERSION = "extract_flat/2"
 
@@ -51,7 +51,7 @@ def build(turns: Sequence[Turn], system: str = SYSTEM) -> list[ChatMessage]:
         if t.time != day:
             day = t.time
             lines.append(f"# {day or 'undated'}")
-        lines.append(f"{t.id} {t.speaker}: {t.text}")
+        lines.append(f"{token(t.id)} {token(t.speaker, spaces=True)}: {t.text}")
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": fence_lines(lines)},

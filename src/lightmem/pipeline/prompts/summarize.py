@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence_lines
-from lightmem.pipeline.timeparse import format_date
+from lightmem.sanitize import DATA_RULE, fence_lines, token
+from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
 VERSION = "summarize/1"
@@ -23,7 +23,7 @@ Answer with only a JSON object: {{"summary": "..."}}"""
 def build(entries: Sequence[MemoryEntry], previous: str = "") -> list[ChatMessage]:
     lines = [f"PREVIOUS: {previous}"] if previous else []
     for e in entries:
-        who = f"{e.speaker}: " if e.speaker else ""
+        who = f"{token(e.speaker, spaces=True)}: " if e.speaker else ""
         lines.append(f"{format_date(e.timestamp) or 'undated'} {who}{e.text}")
     return [
         {"role": "system", "content": SYSTEM},

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.fence import DATA_RULE, fence
-from lightmem.pipeline.timeparse import format_date
+from lightmem.sanitize import DATA_RULE, fence
+from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
 VERSION = "update/1"

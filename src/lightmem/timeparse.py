@@ -67,7 +67,14 @@ def _strptime_any(text: str, formats: tuple[str, ...]) -> datetime | None:
 
 
 def _utc(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00+01:00 is before year 1 in UTC
+        raise ValueError(
+            f"outside the years 1-9999 once converted to UTC: {dt.isoformat()}"
+        ) from exc
 
 
 def format_date(dt: datetime | None) -> str:
