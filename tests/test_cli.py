@@ -64,12 +64,12 @@ def test_add_jsonl_from_stdin(tmp_path: Path) -> None:
 
 
 def test_errors_are_clean(tmp_path: Path) -> None:
-    out = run("--store", str(tmp_path / "s.db"), "search", "  ")
-    assert out.returncode == 2 and out.stderr.startswith("error: query")
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     out = run("--store", str(tmp_path / "s.db"), "add", str(bad))
     assert out.returncode == 2 and "error: file" in out.stderr
+    out = run("--store", str(tmp_path / "s.db"), "search", "  ")
+    assert out.returncode == 2 and out.stderr.startswith("error: query")
     out = run("--store", str(tmp_path / "s.db"), "show", "missing")
     assert out.returncode == 2 and "error: id" in out.stderr
 
@@ -182,3 +182,27 @@ def test_keys_lifecycle_on_both_backends(tmp_path: Path, backend: str) -> None:
     assert missing.returncode != 0 and "prefix: no key" in missing.stderr
     if backend == "postgres":
         drop_schema(schema)
+
+
+def test_read_commands_refuse_a_store_that_does_not_exist(tmp_path: Path) -> None:
+    for command in (["search", "x"], ["show", "e1"], ["history", "e1"], ["stats"]):
+        out = run("--store", str(tmp_path / "nothere.db"), *command)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip() == (
+            f"error: --store: no lightmem store at {str(tmp_path / 'nothere.db')!r}; "
+            "'add' creates one"
+        )
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+
+
+def test_conflicting_store_paths_are_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"store": {"path": str(tmp_path / "a.db")}}))
+    out = run("--store", str(tmp_path / "b.db"), "--config", str(cfg), "add", "-", stdin="[]")
+    assert out.returncode == 2 and out.stderr.startswith("error: --store:"), out.stderr
+    assert "conflicts" in out.stderr and not (tmp_path / "b.db").exists()
+
+
+def test_keys_create_refuses_a_tenant_with_a_line_break(tmp_path: Path) -> None:
+    out = run("keys", "create", "--tenant", "bob\n", "--data-dir", str(tmp_path))
+    assert out.returncode == 2 and out.stderr.startswith("error: tenant"), out.stderr
