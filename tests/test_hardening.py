@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lightmem import InvalidInputError, LightMemory
 from lightmem.fluxmem import FluxMemAgent
@@ -23,6 +25,7 @@ from lightmem.fluxmem.types import Node, ScoredNode, StepResult, Subgraph
 from lightmem.pipeline.prompts import extract_flat, summarize, update
 from lightmem.pipeline.retrieve import format_context
 from lightmem.pipeline.update import MAX_TOP_K, build_queue
+from lightmem.sanitize import check_value, inline, token
 from lightmem.server import service
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import SQLiteKeyRegistry, TenantPool, check_tenant
@@ -307,3 +310,49 @@ def test_tenant_names_with_a_line_break_are_refused(tmp_path: Path, name: str) -
     with pytest.raises(InvalidInputError, match="tenant"):
         keys.create(name)
     keys.close()
+
+
+# -- the shared functions themselves (property tests) ---------------------------------------
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+
+
+@given(st.text())
+def test_inline_never_leaves_a_line_break(text: str) -> None:
+    assert len(inline(text).splitlines()) <= 1
+    assert inline(text).split() == text.split()  # the words are kept, in order
+
+
+@given(st.text(min_size=1), st.booleans())
+def test_a_token_reads_back_as_one_field(value: str, spaces: bool) -> None:
+    out = token(value, spaces=spaces)
+    assert len(out.splitlines()) == 1 and "<" not in out and ">" not in out
+    if out.startswith('"'):
+        assert json.loads(out) == inline(value)
+    else:
+        assert out == value and ":" not in out[-1:] and (spaces or " " not in out)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.text(), _containers))
+def test_check_value_refuses_exactly_what_a_store_cannot_keep(value: Any) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+        "".join(_strings(value)).encode("utf-8")
+        storable = not any("\x00" in s for s in _strings(value))
+    except (ValueError, UnicodeEncodeError):
+        storable = False
+    if storable:
+        check_value(value, "v")
+    else:
+        with pytest.raises(InvalidInputError, match=r"^v"):
+            check_value(value, "v")

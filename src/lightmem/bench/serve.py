@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lightmem.server.tenancy import TenantPool
 
-_TOPICS = (
+#: Conversation topics of the synthetic workloads (shared with the soak benchmark).
+TOPICS = (
     "jazz concert",
     "marathon training",
     "sourdough bread",
@@ -51,8 +52,8 @@ def synthetic_messages(n: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        topic = rng.choice(_TOPICS)
-        other = rng.choice(_TOPICS)
+        topic = rng.choice(TOPICS)
+        other = rng.choice(TOPICS)
         out.append(
             {
                 "id": f"m{i}",
@@ -129,7 +130,7 @@ def _run(
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         for _ in range(per_client):
-            body = json.dumps({"query": f"how was the {rng.choice(_TOPICS)}?", "limit": 10})
+            body = json.dumps({"query": f"how was the {rng.choice(TOPICS)}?", "limit": 10})
             t1 = time.perf_counter()
             try:
                 conn.request("POST", "/v1/memories/search", body, headers)
@@ -187,7 +188,7 @@ async def _mcp_stdio(path: Path, calls: int) -> dict[str, Any]:
         await c.call_tool("retrieve_memory", {"query": "warm up"})
         for i in range(calls):
             t0 = time.perf_counter()
-            await c.call_tool("retrieve_memory", {"query": f"the {_TOPICS[i % len(_TOPICS)]}"})
+            await c.call_tool("retrieve_memory", {"query": f"the {TOPICS[i % len(TOPICS)]}"})
             lat.append(time.perf_counter() - t0)
     lat.sort()
     return {

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lightmem.bench.serve import _TOPICS, synthetic_messages
+from lightmem.bench.serve import TOPICS, synthetic_messages
 from lightmem.embed.base import Embedder
 from lightmem.errors import NotFoundError
 from lightmem.fluxmem.agent import FluxMemAgent
@@ -44,7 +44,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="lightmem-soak-") as tmp:
         path = Path(tmp) / "soak.db"
         mem, agent = _open(path, None)
-        agent.add_knowledge([f"Tip {i}: the {t} needs care." for i, t in enumerate(_TOPICS)])
+        agent.add_knowledge([f"Tip {i}: the {t} needs care." for i, t in enumerate(TOPICS)])
         batches: list[list[str]] = []
         windows: list[dict[str, float]] = []
         cycle = 0
@@ -64,13 +64,13 @@ def run(
                 mem.construct_update_queue_all_entries(top_k=5, keep_top_n=5)
                 mem.offline_update_all_entries(score_threshold=0.95)
             if cycle % 10 == 0:  # the graph grows by one episode per ten cycles
-                agent.run_task(f"plan the {rng.choice(_TOPICS)}", _plan)
+                agent.run_task(f"plan the {rng.choice(TOPICS)}", _plan)
             if cycle % 50 == 49:
                 agent.consolidate()
             lat = []
             for _ in range(queries):
                 t0 = time.perf_counter()
-                mem.retrieve(f"how was the {rng.choice(_TOPICS)}?", 10)
+                mem.retrieve(f"how was the {rng.choice(TOPICS)}?", 10)
                 lat.append(time.perf_counter() - t0)
             if cycle % 10 == 9:  # restart: close the store and reopen it from the file,
                 mem.close()  # keeping the loaded model, as a long-lived server does

@@ -163,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     so = bsub.add_parser("soak", help="long mixed workload: RSS growth and latency drift")
     so.add_argument("--minutes", type=float, default=30.0)
     so.add_argument("--out", help="write every window as JSON here")
+    rs = bsub.add_parser("rss", help="peak RSS of one REST add of huge messages (child processes)")
+    rs.add_argument("--case", action="append", choices=["baseline", "huge", "mixed", "reopen"])
+    rs.add_argument("--as-limit-gb", type=float, default=4.0, help="prlimit --as per child")
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=_count(1), default=1, help="conversations to ingest")
@@ -390,6 +393,13 @@ def _bench(args: argparse.Namespace) -> int:
             Path(args.out).write_text(json.dumps(result, indent=1))
         result.pop("windows")
         print(json.dumps(result, indent=2))
+        return 0
+    if args.bench == "rss":
+        from lightmem.bench import rss
+
+        if not 0.5 <= args.as_limit_gb <= 64:
+            raise InvalidInputError("--as-limit-gb: expected a number in [0.5, 64]")
+        print(json.dumps(rss.run(args.case or rss.CASES, limit_gb=args.as_limit_gb), indent=2))
         return 0
     if args.bench == "cost":
         print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
