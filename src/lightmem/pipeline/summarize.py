@@ -61,7 +61,7 @@ class LLMSummarizer:
     def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str:
         output = summarize_schema.output(self.client.answer_limit())
         # the summary so far is at most the schema's length, so leave room for it
-        room = "x" * summarize_schema.SUMMARY_CHARS
+        room = "x" * int(output.schema["properties"]["summary"]["maxLength"])
 
         def fits(group: Sequence[MemoryEntry], prev: str = room) -> bool:
             return self.client.fits(prompt.build(group, prev), output)
