@@ -122,6 +122,20 @@ class LlamaServer:
         self.stop()
         raise BackendError(f"llama.cpp server not ready after {self.startup_s:.0f}s")
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (``/tokenize``)."""
+        body = json.dumps({"content": text}).encode()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/tokenize",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return len(json.loads(r.read())["tokens"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise BackendError(f"llama.cpp server could not tokenize: {exc}") from exc
+
     def metrics(self) -> dict[str, float]:
         """The server's own counters (``/metrics``), e.g. ``prompt_tokens_total`` and
         ``tokens_predicted_total``: what it processed, to check a client's accounting."""
