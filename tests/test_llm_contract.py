@@ -4,6 +4,7 @@ fallback that keeps every turn remembered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -274,3 +275,62 @@ def _longest(schema: dict[str, Any]) -> Any:
 def test_max_chars_bounds_the_longest_answer(schema: dict[str, Any]) -> None:
     compact = json.dumps(_longest(schema), separators=(", ", ": "), ensure_ascii=False)
     assert len(compact) <= max_chars(schema)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "facts",
+                    "fact",
+                    "source_ids",
+                    "events",
+                    "relations",
+                    "summary",
+                    "id",
+                    "from",
+                    "to",
+                    "type",
+                    "actions",
+                    "action",
+                    "text",
+                    "scores",
+                    "kind",
+                    "detail",
+                    "steps",
+                    "participants",
+                    "time",
+                    "cause",
+                    "effect",
+                ]
+            ),
+            inner,
+            max_size=6,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(_json)
+def test_reply_parsers_refuse_any_bad_answer_with_invalid_reply_only(obj: Any) -> None:
+    """Whatever a bad model answers, parsers either accept it or raise ``ValueError``
+    (``InvalidReply``), which the client turns into a repair round or an unusable count."""
+    from lightmem.fluxmem.prompts import attribute, steps, verify
+    from lightmem.pipeline.prompts import extract_event, extract_flat, summarize, update
+
+    parsers = [
+        lambda o: extract_flat.parse(o, {"a", "b"}, strict=True),
+        lambda o: extract_event.parse(o, {"a", "b"}),
+        update.parse,
+        summarize.parse,
+        lambda o: verify.parse(o, 2),
+        attribute.parse,
+        steps.parse,
+    ]
+    for parse in parsers:
+        with contextlib.suppress(ValueError):  # exactly the refusal; anything else fails
+            parse(obj)
