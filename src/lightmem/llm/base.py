@@ -108,14 +108,12 @@ class LLMClient(ABC):
     def answer_tokens(self, output: OutputSchema | None) -> int | None:
         """The ``max_tokens`` a call with ``output`` is sent with: the schema's longest
         answer, capped by ``max_tokens`` and by a quarter of ``context_tokens``."""
-        limits = [x for x in (output.max_tokens if output else None, self.max_tokens) if x]
-        if self.context_tokens:
-            limits.append(self.answer_limit() or 16)
+        limits = [x for x in (output.max_tokens if output else None, self.answer_limit()) if x]
         return min(limits) if limits else None
 
     def answer_limit(self) -> int | None:
         """The most tokens any answer may take (what a schema is sized down to)."""
-        limits = [x for x in (self.max_tokens,) if x]
+        limits = [self.max_tokens] if self.max_tokens else []
         if self.context_tokens:
             limits.append(max(16, self.context_tokens // 4))
         return min(limits) if limits else None
