@@ -122,6 +122,8 @@ class LLMSettings:
     max_attempts: int = 4
     json_repairs: int = 2
     json_mode: bool = True
+    structured_output: str = "auto"
+    context_tokens: int | None = None
     batch_tokens: int = 2048
     update_pairs_per_call: int = 20
 
@@ -233,6 +235,10 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
             max_attempts=mmc.get_int("max_attempts", 4, 1, 20),
             json_repairs=mmc.get_int("json_repairs", 2, 0, 10),
             json_mode=mmc.get_bool("json_mode", True),
+            structured_output=mmc.get_choice(
+                "structured_output", "auto", ("auto", "json_schema", "json_object", "none")
+            ),
+            context_tokens=mmc.get_opt_int("context_tokens", 512, 10_000_000),
             batch_tokens=mmc.get_int("batch_tokens", 2048, 64, 1_000_000),
             update_pairs_per_call=mmc.get_int("update_pairs_per_call", 20, 1, 10_000),
         )
@@ -370,6 +376,8 @@ def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
         timeout_s=s.llm.timeout_s,
         max_tokens=s.llm.max_tokens,
         json_mode=s.llm.json_mode,
+        structured_output=s.llm.structured_output,  # type: ignore[arg-type]
+        context_tokens=s.llm.context_tokens,
         ledger=ledger,
         max_attempts=s.llm.max_attempts,
         json_repairs=s.llm.json_repairs,

@@ -1,4 +1,12 @@
-"""The single accounting point for model calls: counts, tokens and latency per operation."""
+"""The single accounting point for model calls: counts, tokens and latency per operation.
+
+Token counts are the server's reported ``usage`` wherever a server returns one. A call whose
+counts had to be estimated is recorded as usual and, in addition, under the operation
+``"<op>.estimated"`` (same kind), so the share of estimated figures is always visible:
+:func:`token_sources` splits any set of records into reported and estimated tokens.
+Companion operations (``.estimated``, ``.rejected``, ``.unusable``, ``.cut``, ``.fallback``)
+are annotations of their operation, not extra calls: sum calls over the plain ones.
+"""
 
 from __future__ import annotations
 
@@ -43,11 +51,17 @@ class UsageRecord:
         }
 
 
+#: suffixes of the annotation records kept beside an operation's own record
+ANNOTATIONS = (".estimated", ".rejected", ".unusable", ".cut", ".fallback")
+
+
 @dataclass(slots=True)
 class _Call:
     items: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: the token counts are estimates (the server reported no usage)
+    estimated: bool = False
 
 
 @dataclass
@@ -70,18 +84,22 @@ class Ledger:
             failed = True
             raise
         finally:
-            self.record(
-                UsageRecord(
-                    kind=kind,
-                    op=op,
-                    calls=1,
-                    items=call.items,
-                    prompt_tokens=call.prompt_tokens,
-                    completion_tokens=call.completion_tokens,
-                    latency_s=time.perf_counter() - start,
-                    errors=int(failed),
-                )
+            rec = UsageRecord(
+                kind=kind,
+                op=op,
+                calls=1,
+                items=call.items,
+                prompt_tokens=call.prompt_tokens,
+                completion_tokens=call.completion_tokens,
+                latency_s=time.perf_counter() - start,
+                errors=int(failed),
             )
+            self.record(rec)
+            if call.estimated and not failed:
+                est = self._copy(rec)
+                est.op = f"{op}.estimated"
+                est.latency_s = 0.0
+                self.record(est)
 
     def record(self, rec: UsageRecord) -> None:
         key = (rec.kind, rec.op)
@@ -106,3 +124,20 @@ class Ledger:
         c = UsageRecord(r.kind, r.op)
         c.add(r)
         return c
+
+
+def token_sources(records: list[UsageRecord], kind: str = "llm") -> dict[str, dict[str, int]]:
+    """Calls and tokens of ``kind`` split into what servers reported and what was estimated
+    (annotation records other than ``.estimated`` carry no tokens and are left out)."""
+    total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    est = dict.fromkeys(total, 0)
+    for r in records:
+        if r.kind != kind:
+            continue
+        target = est if r.op.endswith(".estimated") else None
+        if target is None and r.op.endswith(ANNOTATIONS):
+            continue
+        for k in total:
+            (target if target is not None else total)[k] += int(getattr(r, k))
+    reported = {k: total[k] - est[k] for k in total}
+    return {"reported": reported, "estimated": est}

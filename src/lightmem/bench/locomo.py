@@ -18,8 +18,10 @@ from typing import Any
 
 from lightmem.bench import qa_prompts
 from lightmem.errors import InvalidInputError
+from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
 from lightmem.memory import LightMemory
+from lightmem.text import estimate_tokens
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_(\d+)")
@@ -73,35 +75,46 @@ def run(
     limit: int = 200,
     qa_client: LLMClient | None = None,
     progress: Callable[[str], None] | None = None,
+    samples: int | None = None,
+    limit_turns: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``.
 
     ``config`` selects the pipeline (an LLM ``memory_manager`` makes it the LLM path; its
-    calls and tokens are reported). With ``qa_client``, each question is also answered from
-    the retrieved context and graded by the same model as judge (LoCoMo LLM-judge protocol).
+    calls, tokens, unusable answers and fallback turns are reported). With ``qa_client``,
+    each question is also answered from the retrieved context and graded by the same model
+    as judge (LoCoMo LLM-judge protocol). ``samples`` keeps the first conversations only;
+    ``limit_turns`` ingests the first turns of each and asks only the questions whose
+    evidence lies within them. ``count_tokens`` counts raw tokens with the model's own
+    tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio.
     """
-    samples = load(path)
+    data = load(path)[:samples] if samples else load(path)
     questions: list[dict[str, Any]] = []
     ingest_s = 0.0
     turns = 0
+    raw_tokens = 0
     latencies: list[float] = []
     usage: dict[tuple[str, str], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
-        for sample in samples:
+        for sample in data:
             sid = str(sample.get("sample_id", len(questions)))
             cfg = {**(config or {}), "store": {"path": str(Path(tmp) / f"{sid}.db")}}
+            convo = _first_turns(sessions(sample), limit_turns)
+            ingested = {m["id"] for msgs in convo for m in msgs}
             with LightMemory.from_config(cfg) as mem:
                 t0 = time.perf_counter()
-                for msgs in sessions(sample):
+                for msgs in convo:
                     mem.add_memory(msgs, force_segment=True)
                     turns += len(msgs)
+                    raw_tokens += sum((count_tokens or estimate_tokens)(m["content"]) for m in msgs)
                 mem.flush()
                 ingest_s += time.perf_counter() - t0
                 for qa in sample.get("qa", []):
                     if qa.get("category") not in (1, 2, 3, 4):
                         continue
                     ev = evidence_ids(qa.get("evidence", []))
-                    if not ev:
+                    if not ev or not ev <= ingested:
                         continue
                     t1 = time.perf_counter()
                     results = mem.retrieve(
@@ -156,6 +169,7 @@ def run(
     llm_extract = usage.get(("llm", "extract"))
     if llm_extract:
         summary["llm_calls_per_100_turns"] = round(100 * llm_extract["calls"] / max(1, turns), 3)
+        summary["llm"] = _llm_summary(usage, turns, raw_tokens, count_tokens is not None)
     if qa_client is not None:
         graded = [q for q in questions if "correct" in q]
         summary["qa_accuracy"] = round(sum(q["correct"] for q in graded) / max(1, len(graded)), 4)
@@ -169,6 +183,58 @@ def run(
 
 
 _USAGE = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
+
+
+def _first_turns(
+    convo: list[list[dict[str, Any]]], limit: int | None
+) -> list[list[dict[str, Any]]]:
+    if limit is None:
+        return convo
+    out: list[list[dict[str, Any]]] = []
+    left = limit
+    for msgs in convo:
+        if left <= 0:
+            break
+        out.append(msgs[:left])
+        left -= len(out[-1])
+    return out
+
+
+def _llm_summary(
+    usage: Mapping[tuple[str, str], Mapping[str, Any]],
+    turns: int,
+    raw_tokens: int,
+    model_tokenizer: bool,
+) -> dict[str, Any]:
+    """Extraction cost and robustness: calls, real (server-reported) prompt tokens per raw
+    token, unusable answers and turns kept by the per-turn fallback."""
+    records = [UsageRecord(k, o, **{f: v[f] for f in _USAGE}) for (k, o), v in usage.items()]
+    ext = [r for r in records if r.op.split(".")[0] == "extract"]
+    split = token_sources(ext)
+
+    def items(op: str) -> int:
+        return int(usage.get(("llm", op), {}).get("items", 0))
+
+    calls = int(usage.get(("llm", "extract"), {}).get("calls", 0))
+    return {
+        "extract_calls": calls,
+        "calls_per_100_turns": round(100 * calls / max(1, turns), 3),
+        "unusable_outputs": items("extract.unusable"),
+        "unusable_share": round(items("extract.unusable") / max(1, calls), 4),
+        "rejected_facts": items("extract.rejected"),
+        "fallback_turns": items("extract.fallback"),
+        "cut_turns": items("extract.cut"),
+        "raw_tokens": raw_tokens,
+        "raw_tokens_counted_by": "model tokenizer" if model_tokenizer else "words x 1.3",
+        "reported_prompt_tokens": split["reported"]["prompt_tokens"],
+        "estimated_prompt_tokens": split["estimated"]["prompt_tokens"],
+        "prompt_tokens_per_raw_token": round(
+            (split["reported"]["prompt_tokens"] + split["estimated"]["prompt_tokens"])
+            / max(1, raw_tokens),
+            3,
+        ),
+        "tokens": split,
+    }
 
 
 def _qa(client: LLMClient, qa: Mapping[str, Any], context: str) -> dict[str, Any]:

@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument(
         "--qa", action="store_true", help="answer each question and grade it with an LLM judge"
     )
+    _local_llm_options(lo)
+    lo.add_argument("--samples", type=_count(1), help="only the first N conversations")
+    lo.add_argument("--limit-turns", type=_count(1), help="only the first N turns of each")
     fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation on seeded table tasks")
     fm.add_argument("--seeds", type=_count(1), default=5, help="how many seeds (medians reported)")
     fm.add_argument("--first-seed", type=_count(0), default=0)
@@ -169,7 +172,19 @@ def _parser() -> argparse.ArgumentParser:
     co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
     co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
     co.add_argument("--samples", type=_count(1), default=1, help="conversations to ingest")
+    co.add_argument("--endpoint", help="a real OpenAI-compatible endpoint instead of the stub")
+    co.add_argument("--model", default="", help="with --endpoint: the model name")
+    co.add_argument("--limit-turns", type=_count(1), help="only the first N turns of each")
+    _local_llm_options(co)
     return p
+
+
+def _local_llm_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--local-gguf",
+        help="serve this GGUF model (or 'smollm2') with llama.cpp on 127.0.0.1 (lightmem[local])",
+    )
+    sp.add_argument("--context-tokens", type=_count(256), default=2048, help="with --local-gguf")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -317,7 +332,7 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from lightmem.bench import cost, locomo
+    from lightmem.bench import cost
 
     if args.bench == "fluxmem":
         from lightmem.bench import fluxmem
@@ -401,13 +416,36 @@ def _bench(args: argparse.Namespace) -> int:
             raise InvalidInputError("--as-limit-gb: expected a number in [0.5, 64]")
         print(json.dumps(rss.run(args.case or rss.CASES, limit_gb=args.as_limit_gb), indent=2))
         return 0
+    if args.local_gguf:
+        with cost.local_model(args.local_gguf, context_tokens=args.context_tokens) as (local, n):
+            return _bench_llm(args, local, n)
+    endpoint = getattr(args, "endpoint", None)
+    llm: dict[str, Any] | None = None
+    if endpoint:
+        llm = {
+            "model_name": "openai",
+            "configs": {"openai_base_url": endpoint, "model": args.model or "default"},
+        }
+    return _bench_llm(args, llm, None)
+
+
+def _bench_llm(
+    args: argparse.Namespace, llm: dict[str, Any] | None, count: Callable[[str], int] | None
+) -> int:
+    from lightmem.bench import cost, locomo
+
     if args.bench == "cost":
-        print(json.dumps(cost.run(args.file, samples=args.samples), indent=2))
+        result = cost.run(
+            args.file, samples=args.samples, endpoint=llm, limit_turns=args.limit_turns
+        )
+        print(json.dumps(result, indent=2))
         return 0
     cfg: dict[str, Any] = {}
     if args.config:
         cfg = _config(args)
         cfg.pop("store", None)
+    if llm is not None:
+        cfg["memory_manager"] = llm
     if args.llm and "memory_manager" not in cfg:
         cfg["memory_manager"] = {"model_name": "openai"}
     qa_client = None
@@ -420,6 +458,9 @@ def _bench(args: argparse.Namespace) -> int:
         config=cfg or None,
         qa_client=qa_client,
         progress=lambda msg: print(msg, file=sys.stderr),
+        samples=args.samples,
+        limit_turns=args.limit_turns,
+        count_tokens=count,
     )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))

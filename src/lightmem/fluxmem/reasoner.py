@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from lightmem.fluxmem.prompts import attribute as attribute_prompt
+from lightmem.fluxmem.prompts import attribute_schema, steps_schema, verify_schema
 from lightmem.fluxmem.prompts import steps as steps_prompt
 from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
 from lightmem.llm.base import LLMClient
+from lightmem.llm.packing import cut_texts, pack
 from lightmem.text import content_terms
 
 _KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
@@ -133,7 +135,9 @@ class LLMReasoner:
     """The LLM versions of FluxMem's judgements (same ledger as every other model call).
 
     Structured feedback from the environment is used as given; only free-text feedback is
-    attributed by the model."""
+    attributed by the model. Every call sends a bounded schema; with the client's
+    ``context_tokens``, verification is split over several calls where the facts do not fit
+    one, and texts too long for any request are cut in the prompt."""
 
     name = "llm"
 
@@ -143,30 +147,48 @@ class LLMReasoner:
     def verify(self, task: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
+
+        def fits(group: list[str], about: str = task) -> bool:
+            return self.client.fits(
+                verify_prompt.build(about, group), verify_schema.output(len(group))
+            )
+
+        # the task leaves room for at least one short fact; each fact fits beside the task
+        task = cut_texts([task], lambda t: fits(["x" * 64], t[0]))[0]
+        short = [cut_texts([t], fits)[0] for t in texts]
+        scores: list[float] = []
+        for group in pack(short, fits):
+            scores += self._verify(task, group)
+        return scores
+
+    def _verify(self, task: str, texts: list[str]) -> list[float]:
         return self.client.complete_json(
             verify_prompt.build(task, texts),
             lambda obj: verify_prompt.parse(obj, len(texts)),
             op="fluxmem.verify",
+            output=verify_schema.output(len(texts)),
         )
 
     def attribute(self, task: str, feedback: str | Feedback | None) -> Feedback:
         if isinstance(feedback, Feedback):
             return feedback
+        output = attribute_schema.output(self.client.answer_limit())
+        task, text = cut_texts(
+            [task, feedback or "the step failed without feedback"],
+            lambda t: self.client.fits(attribute_prompt.build(t[0], t[1]), output),
+        )
         return self.client.complete_json(
-            attribute_prompt.build(task, feedback or "the step failed without feedback"),
+            attribute_prompt.build(task, text),
             attribute_prompt.parse,
             op="fluxmem.attribute",
+            output=output,
         )
 
     def induce(self, trajectories: Sequence[Sequence[str]]) -> list[str]:
         if not trajectories:
             return []
         payload = {"trajectories": steps_prompt.trajectories(trajectories)}
-        return self.client.complete_json(
-            steps_prompt.build(steps_prompt.INDUCE, payload),
-            steps_prompt.parse,
-            op="fluxmem.induce",
-        )
+        return self._steps(steps_prompt.INDUCE, payload, "fluxmem.induce")
 
     def refine(
         self,
@@ -181,16 +203,49 @@ class LLMReasoner:
             "successful": steps_prompt.trajectories(successful),
             "failing": steps_prompt.trajectories(failing),
         }
-        return self.client.complete_json(
-            steps_prompt.build(steps_prompt.REFINE, payload),
-            steps_prompt.parse,
-            op="fluxmem.refine",
-        )
+        return self._steps(steps_prompt.REFINE, payload, "fluxmem.refine")
 
     def reshape(self, steps: Sequence[str], detail: str, reference: str) -> list[str]:
         payload = {"skill": list(steps), "problem": detail, "reference": reference}
-        return self.client.complete_json(
-            steps_prompt.build(steps_prompt.RESHAPE, payload),
-            steps_prompt.parse,
-            op="fluxmem.reshape",
+        return self._steps(steps_prompt.RESHAPE, payload, "fluxmem.reshape")
+
+    def _steps(self, system: str, payload: dict[str, Any], op: str) -> list[str]:
+        output = steps_schema.output(self.client.answer_limit())
+        flat = _strings(payload)
+        short = cut_texts(
+            flat,
+            lambda t: self.client.fits(steps_prompt.build(system, _refill(payload, t)), output),
         )
+        return self.client.complete_json(
+            steps_prompt.build(system, _refill(payload, short)),
+            steps_prompt.parse,
+            op=op,
+            output=output,
+        )
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON-like payload, depth first."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _refill(value: Any, texts: Sequence[str]) -> Any:
+    """``value`` with its strings replaced, in :func:`_strings` order, by ``texts``."""
+    it = iter(texts)
+
+    def go(v: Any) -> Any:
+        if isinstance(v, str):
+            return next(it)
+        if isinstance(v, dict):
+            return {k: go(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [go(x) for x in v]
+        return v
+
+    return go(value)

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 from lightmem.llm.base import ChatMessage, ChatReply, LLMClient, TransientLLMError
+from lightmem.llm.schema import OutputSchema
 from lightmem.text import estimate_tokens
+
+StructuredMode = Literal["auto", "json_schema", "json_object", "none"]
+STRUCTURED_MODES: tuple[StructuredMode, ...] = ("auto", "json_schema", "json_object", "none")
+#: words in a 400/422 message that blame the requested output format
+_FORMAT_WORDS = ("response_format", "schema", "json", "grammar")
+_WEAKER: dict[str, StructuredMode] = {"json_schema": "json_object", "json_object": "none"}
 
 
 class OpenAIChatClient(LLMClient):
@@ -18,6 +25,14 @@ class OpenAIChatClient(LLMClient):
     Unset arguments come from ``LIGHTMEM_LLM_BASE_URL``, ``LIGHTMEM_LLM_MODEL`` and
     ``LIGHTMEM_LLM_API_KEY`` (then ``OPENAI_API_KEY``). TLS certificates are verified.
     Retries are done by :class:`LLMClient` (the SDK's own are off) so each is accounted.
+
+    ``structured_output`` says how answers are constrained: ``"json_schema"`` sends each
+    call's bounded schema as ``response_format`` (OpenAI, vLLM, llama.cpp server and Ollama
+    accept it), ``"json_object"`` asks only for JSON, ``"none"`` relies on the prompt and
+    the repair rounds. ``"auto"`` (the default) starts with ``json_schema`` and steps down
+    once for the client's lifetime when the endpoint refuses it with HTTP 400/422. Every
+    answer is parsed and validated the same way whatever the mode, since servers that accept
+    a schema do not always enforce it.
     """
 
     def __init__(
@@ -30,10 +45,19 @@ class OpenAIChatClient(LLMClient):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         json_mode: bool = True,
+        structured_output: StructuredMode = "auto",
+        context_tokens: int | None = None,
         ledger: Ledger | None = None,
         **retry: Any,
     ) -> None:
-        super().__init__(ledger=ledger, **retry)
+        super().__init__(
+            ledger=ledger, context_tokens=context_tokens, max_tokens=max_tokens, **retry
+        )
+        if structured_output not in STRUCTURED_MODES:
+            raise ConfigError(
+                f"memory_manager.configs.structured_output: {structured_output!r} is not one "
+                f"of {', '.join(STRUCTURED_MODES)}"
+            )
         model = model or os.environ.get("LIGHTMEM_LLM_MODEL")
         if not model:
             raise ConfigError("memory_manager.configs.model: required (or set LIGHTMEM_LLM_MODEL)")
@@ -57,25 +81,59 @@ class OpenAIChatClient(LLMClient):
         self.model = model
         self.name = f"openai:{model}"
         self._temperature = temperature
-        self._max_tokens = max_tokens
-        self._json_mode = json_mode
+        self._auto = structured_output == "auto"
+        #: the mode in use (``auto`` settles on one at the first refusal)
+        self.structured: StructuredMode = (
+            "json_schema" if self._auto else structured_output if json_mode else "none"
+        )
 
-    def _chat(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> ChatReply:
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": list(messages),
-            "temperature": self._temperature,
-        }
-        if self._max_tokens:
-            kwargs["max_tokens"] = self._max_tokens
-        if json_mode and self._json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
+    def _chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        output: OutputSchema | None,
+        max_tokens: int | None,
+    ) -> ChatReply:
+        while True:
+            kwargs: dict[str, Any] = {
+                "model": self.model,
+                "messages": list(messages),
+                "temperature": self._temperature,
+            }
+            if max_tokens:
+                kwargs["max_tokens"] = max_tokens
+            mode = self.structured
+            if mode == "json_schema" and output is not None:
+                kwargs["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": output.name, "schema": dict(output.schema)},
+                }
+            elif mode != "none":
+                kwargs["response_format"] = {"type": "json_object"}
+            try:
+                return self._send(kwargs, messages)
+            except _Refused as exc:
+                weaker = _WEAKER.get(mode)
+                if not (self._auto and weaker and "response_format" in kwargs):
+                    raise BackendError(str(exc)) from exc
+                self.structured = weaker
+
+    def _send(self, kwargs: dict[str, Any], messages: Sequence[ChatMessage]) -> ChatReply:
         oa = self._openai
         try:
             resp = self._client.chat.completions.create(**kwargs)
         except (oa.APITimeoutError, oa.APIConnectionError, oa.RateLimitError) as exc:
             raise TransientLLMError(f"{type(exc).__name__}: {exc}") from exc
         except oa.APIStatusError as exc:
+            if (
+                exc.status_code in (400, 422)
+                and "response_format" in kwargs
+                and any(w in str(exc.message).lower() for w in _FORMAT_WORDS)
+            ):
+                raise _Refused(
+                    f"LLM endpoint {self.base_url or 'api.openai.com'} refused the request: "
+                    f"HTTP {exc.status_code}: {exc.message}"
+                ) from exc
             if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
                 raise TransientLLMError(f"HTTP {exc.status_code}: {exc.message}") from exc
             raise BackendError(
@@ -90,10 +148,15 @@ class OpenAIChatClient(LLMClient):
         usage = getattr(resp, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         completion = getattr(usage, "completion_tokens", None)
+        if prompt is not None and completion is not None:
+            return ChatReply(text, int(prompt), int(completion))
         return ChatReply(
             text=text,
-            prompt_tokens=int(prompt)
-            if prompt is not None
-            else sum(estimate_tokens(m["content"]) for m in messages),
-            completion_tokens=int(completion) if completion is not None else estimate_tokens(text),
+            prompt_tokens=sum(estimate_tokens(m["content"]) for m in messages),
+            completion_tokens=estimate_tokens(text),
+            usage_reported=False,
         )
+
+
+class _Refused(Exception):
+    """The endpoint rejected a request that carried a ``response_format`` (HTTP 400/422)."""

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
 from lightmem.ledger import UsageRecord
-from lightmem.llm.base import LLMClient
+from lightmem.llm.base import ChatMessage, LLMClient, UnusableOutputError
+from lightmem.llm.schema import OutputSchema, cut_to_tokens, prompt_tokens_bound
 from lightmem.pipeline.compress import EntropyCompressor
-from lightmem.pipeline.extract import Draft, IdFactory, Segment, topic_summary
-from lightmem.pipeline.prompts import extract_event, extract_flat
+from lightmem.pipeline.extract import Draft, IdFactory, OfflineMemoryManager, Segment, topic_summary
+from lightmem.pipeline.prompts import (
+    extract_event,
+    extract_event_schema,
+    extract_flat,
+    extract_flat_schema,
+)
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
 from lightmem.timeparse import format_date
@@ -19,19 +26,46 @@ from lightmem.types import MemoryEntry
 
 log = logging.getLogger("lightmem.extract")
 
+#: what the offline fallback writes into an entry's ``metadata["extractor"]``
+FALLBACK = "offline-fallback"
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A turn in a batch: its message, its segment and row there, and the prompt text."""
+
+    buffered: BufferedMessage
+    segment: Segment
+    row: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        return self.buffered.message.id
+
 
 class LLMMemoryManager:
     """Extraction by an LLM, ``mode`` "flat" (LightMem: independent facts) or "event"
     (StructMem: events binding their facts, with cause, effect, participants and
     relations to other events; facts carry ``metadata["event_id"]``).
 
-    Sends whole topic segments, packed into batches of about ``batch_tokens`` (of the
-    pre-compressed text the model sees), to one extraction call per batch.
+    Sends topic segments, packed into batches of about ``batch_tokens`` (of the
+    pre-compressed text the model sees), to one extraction call per batch, with a bounded
+    JSON schema (at most ``max_facts`` facts or events, citing only the batch's turn ids).
+    With the client's ``context_tokens``, a batch also stops where the request would no
+    longer fit (a segment is then split), and a single turn too long for it is cut in the
+    prompt (the stored message stays whole).
 
     Ids, timestamps and speakers of a fact are taken from the turns it cites, never from
     the model. A reply citing a turn outside its batch is sent back for correction; if the
     last allowed reply still does, those facts are rejected and counted in the ledger as
     ``("llm", "extract.rejected")``.
+
+    No turn is left without a memory: every turn of a batch that no accepted fact cites
+    (the answer was unusable, cited only unknown turns, or skipped it) gets the offline
+    per-turn entry instead, with ``metadata["extractor"] == "offline-fallback"``, counted
+    as ``("llm", "extract.fallback")`` items. Transport failures still raise
+    :class:`~lightmem.errors.BackendError` and leave the turns pending for a retry.
     """
 
     name = "llm"
@@ -44,12 +78,22 @@ class LLMMemoryManager:
         batch_tokens: int = 2048,
         summary_keywords: int = 12,
         mode: Literal["flat", "event"] = "flat",
+        max_facts: int = 12,
+        fallback: OfflineMemoryManager | None = None,
     ) -> None:
         self.client = client
         self.mode = mode
         self._scorer = keyword_scorer
         self._batch_tokens = batch_tokens
         self._k = summary_keywords
+        self._max_facts = max(1, max_facts)
+        self._fallback = fallback or OfflineMemoryManager(
+            keyword_scorer, summary_keywords=summary_keywords
+        )
+
+    @property
+    def _system(self) -> str:
+        return extract_flat.SYSTEM if self.mode == "flat" else extract_event.SYSTEM
 
     def extract(self, segments: Sequence[Segment], new_id: IdFactory) -> list[Draft]:
         now = datetime.now(UTC)
@@ -59,47 +103,111 @@ class LLMMemoryManager:
         drafts.extend(topic_summary(s, self._scorer, self._k, new_id(), now) for s in segments)
         return drafts
 
-    def _batches(self, segments: Sequence[Segment]) -> list[list[Segment]]:
-        batches: list[list[Segment]] = []
+    # -- packing ------------------------------------------------------------------------------
+    def _request(self, batch: Sequence[_Turn]) -> tuple[list[ChatMessage], OutputSchema]:
+        lines = [
+            extract_flat.Turn(
+                t.id,
+                t.buffered.message.speaker,
+                format_date(t.buffered.message.timestamp),
+                t.text,
+            )
+            for t in batch
+        ]
+        ids = [t.id for t in batch]
+        limit = self.client.answer_limit()
+        n = min(self._max_facts, len(batch))
+        if self.mode == "flat":
+            output = extract_flat_schema.output(ids, n, limit)
+        else:
+            output = extract_event_schema.output(ids, max(1, (n + 2) // 3), limit)
+        return extract_flat.build(lines, self._system), output
+
+    def _fits(self, batch: Sequence[_Turn]) -> bool:
+        return self.client.fits(*self._request(batch))
+
+    def _batches(self, segments: Sequence[Segment]) -> list[list[_Turn]]:
+        """Whole segments up to ``batch_tokens``; within the context size, turn by turn."""
+        batches: list[list[_Turn]] = []
         size = 0
         for seg in segments:
             cost = sum(estimate_tokens(b.compressed) for b in seg.messages)
-            if batches and size + cost <= self._batch_tokens:
-                batches[-1].append(seg)
-                size += cost
-            else:
-                batches.append([seg])
-                size = cost
-        return batches
+            if not batches or size + cost > self._batch_tokens:
+                batches.append([])
+                size = 0
+            size += cost
+            for row, b in enumerate(seg.messages):
+                turn = _Turn(b, seg, row, b.compressed)
+                if batches[-1] and not self._fits([*batches[-1], turn]):
+                    batches.append([])
+                if not self._fits([turn]):
+                    turn = self._cut(turn)
+                batches[-1].append(turn)
+        return [b for b in batches if b]
 
+    def _cut(self, turn: _Turn) -> _Turn:
+        """The turn with its prompt text cut to the longest that fits alone."""
+        lo, hi = 0, prompt_tokens_bound(turn.text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._fits([replace(turn, text=cut_to_tokens(turn.text, mid))]):
+                lo = mid
+            else:
+                hi = mid - 1
+        log.warning("turn %s cut to %d tokens to fit the model's context", turn.id, lo)
+        self.client.ledger.record(UsageRecord("llm", "extract.cut", items=1))
+        return replace(turn, text=cut_to_tokens(turn.text, lo))
+
+    # -- one call -----------------------------------------------------------------------------
     def _extract_batch(
-        self, batch: Sequence[Segment], new_id: IdFactory, now: datetime
+        self, batch: Sequence[_Turn], new_id: IdFactory, now: datetime
     ) -> list[Draft]:
-        turns: dict[str, tuple[BufferedMessage, Segment]] = {
-            b.message.id: (b, seg) for seg in batch for b in seg.messages
-        }
-        lines = [
-            extract_flat.Turn(
-                b.message.id, b.message.speaker, format_date(b.message.timestamp), b.compressed
-            )
-            for b, _ in turns.values()
-        ]
-        allowed = set(turns)
-        builder = _FactBuilder(turns, new_id, now)
-        if self.mode == "flat":
-            flat = self.client.complete_json(
-                extract_flat.build(lines),
-                lambda obj: extract_flat.parse(obj, allowed, strict=True),
-                final_parse=lambda obj: extract_flat.parse(obj, allowed),
-                op="extract",
-            )
-            self._count_rejected(flat.rejected)
-            return [builder.draft(f, {"extractor": extract_flat.VERSION}) for f in flat.facts]
+        messages, output = self._request(batch)
+        allowed = {t.id for t in batch}
+        builder = _FactBuilder(batch, new_id, now)
+        try:
+            if self.mode == "flat":
+                drafts = self._flat(messages, output, allowed, builder)
+            else:
+                drafts = self._events(messages, output, allowed, builder, new_id, now)
+        except UnusableOutputError as exc:
+            log.warning("extraction answer unusable (%s); using per-turn entries", exc)
+            drafts = []
+        cited = {s for d in drafts for s in d.entry.source_ids}
+        return drafts + self._fall_back([t for t in batch if t.id not in cited], new_id)
+
+    def _flat(
+        self,
+        messages: list[ChatMessage],
+        output: OutputSchema,
+        allowed: set[str],
+        builder: _FactBuilder,
+    ) -> list[Draft]:
+        flat = self.client.complete_json(
+            messages,
+            lambda obj: extract_flat.parse(obj, allowed, strict=True),
+            final_parse=lambda obj: extract_flat.parse(obj, allowed),
+            op="extract",
+            output=output,
+        )
+        self._count_rejected(flat.rejected)
+        return [builder.draft(f, {"extractor": extract_flat.VERSION}) for f in flat.facts]
+
+    def _events(
+        self,
+        messages: list[ChatMessage],
+        output: OutputSchema,
+        allowed: set[str],
+        builder: _FactBuilder,
+        new_id: IdFactory,
+        now: datetime,
+    ) -> list[Draft]:
         ev = self.client.complete_json(
-            extract_flat.build(lines, extract_event.SYSTEM),
+            messages,
             lambda obj: extract_event.parse(obj, allowed, strict=True),
             final_parse=lambda obj: extract_event.parse(obj, allowed),
             op="extract",
+            output=output,
         )
         self._count_rejected(ev.rejected)
         ids = {e.key: new_id() for e in ev.events}
@@ -156,6 +264,25 @@ class LLMMemoryManager:
             drafts.extend(facts)
         return drafts
 
+    def _fall_back(self, turns: Sequence[_Turn], new_id: IdFactory) -> list[Draft]:
+        """The offline per-turn entries of ``turns`` (grouped by segment, in order)."""
+        if not turns:
+            return []
+        self.client.ledger.record(UsageRecord("llm", "extract.fallback", items=len(turns)))
+        groups: dict[str, list[_Turn]] = {}
+        for t in turns:
+            groups.setdefault(t.segment.topic_id, []).append(t)
+        drafts: list[Draft] = []
+        for group in groups.values():
+            seg = group[0].segment
+            rows = [t.row for t in group]
+            part = Segment(seg.topic_id, seg.scope, [t.buffered for t in group], seg.vectors[rows])
+            for d in self._fallback.extract([part], new_id):
+                if d.entry.kind == "entry":
+                    meta = {**d.entry.metadata, "extractor": FALLBACK}
+                    drafts.append(replace(d, entry=replace(d.entry, metadata=meta)))
+        return drafts
+
     def _count_rejected(self, rejected: Sequence[object]) -> None:
         if rejected:
             log.warning("rejected %d facts citing turns outside their batch", len(rejected))
@@ -165,21 +292,16 @@ class LLMMemoryManager:
 class _FactBuilder:
     """Turns a cited fact into an entry whose ids, time and speaker come from its turns."""
 
-    def __init__(
-        self,
-        turns: dict[str, tuple[BufferedMessage, Segment]],
-        new_id: IdFactory,
-        now: datetime,
-    ) -> None:
-        self._turns = turns
-        self._order = {mid: i for i, mid in enumerate(turns)}
+    def __init__(self, turns: Sequence[_Turn], new_id: IdFactory, now: datetime) -> None:
+        self._turns = {t.id: t for t in turns}
+        self._order = {t.id: i for i, t in enumerate(turns)}
         self._new_id = new_id
         self._now = now
 
     def draft(self, fact: extract_flat.Fact, metadata: dict[str, object]) -> Draft:
         ids = sorted(fact.source_ids, key=self._order.__getitem__)
-        sources = [self._turns[i][0].message for i in ids]
-        seg = self._turns[ids[0]][1]
+        sources = [self._turns[i].buffered.message for i in ids]
+        seg = self._turns[ids[0]].segment
         speakers = {m.speaker for m in sources}
         first = sources[0]
         one = len(speakers) == 1

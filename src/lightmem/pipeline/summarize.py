@@ -11,8 +11,10 @@ from typing import Literal, Protocol
 
 from lightmem.embed.base import Embedder
 from lightmem.llm.base import LLMClient
+from lightmem.llm.packing import cut_texts, pack
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.prompts import summarize as prompt
+from lightmem.pipeline.prompts import summarize_schema
 from lightmem.store.base import MemoryStore
 from lightmem.text import STOPWORDS, words
 from lightmem.timeparse import format_date
@@ -47,15 +49,34 @@ class KeywordSummarizer:
 
 
 class LLMSummarizer:
+    """Summaries by an LLM, with a bounded schema. A window too long for the model's
+    ``context_tokens`` is summarised in consecutive parts, each seeing the summary so far
+    (texts too long for any request are cut in the prompt)."""
+
     name = "llm"
 
     def __init__(self, client: LLMClient) -> None:
         self.client = client
 
     def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str:
-        return self.client.complete_json(
-            prompt.build(entries, previous), prompt.parse, op="summarize"
+        output = summarize_schema.output(self.client.answer_limit())
+        # the summary so far is at most the schema's length, so leave room for it
+        room = "x" * int(output.schema["properties"]["summary"]["maxLength"])
+
+        def fits(group: Sequence[MemoryEntry], prev: str = room) -> bool:
+            return self.client.fits(prompt.build(group, prev), output)
+
+        texts = cut_texts(
+            [e.text for e in entries],
+            lambda t: all(fits([replace(e, text=x)]) for e, x in zip(entries, t, strict=True)),
         )
+        short = [replace(e, text=t) for e, t in zip(entries, texts, strict=True)]
+        summary = previous
+        for group in pack(short, fits):
+            summary = self.client.complete_json(
+                prompt.build(group, summary), prompt.parse, op="summarize", output=output
+            )
+        return summary
 
 
 @dataclass(frozen=True, slots=True)

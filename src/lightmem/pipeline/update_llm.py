@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from lightmem.llm.base import LLMClient
+from lightmem.llm.base import ChatMessage, LLMClient
+from lightmem.llm.schema import OutputSchema, cut_to_tokens, prompt_tokens_bound
 from lightmem.pipeline.prompts import update as update_prompt
+from lightmem.pipeline.prompts import update_schema
 from lightmem.pipeline.update import UpdateAction, UpdateItem
+from lightmem.types import MemoryEntry
+
+_Pair = tuple[MemoryEntry, list[MemoryEntry]]
 
 
 class LLMUpdater:
     """Asks the model about ``pairs_per_call`` (newer, earlier) pairs at a time. The model's
-    answers are proposals: ``run_update`` refuses any that names an entry outside the batch."""
+    answers are proposals: ``run_update`` refuses any that names an entry outside the batch.
+
+    Answers follow a bounded schema naming only the batch's earlier ids. With the client's
+    ``context_tokens``, a batch is split over several calls where one request would not fit,
+    and a memory text too long for any request is cut in the prompt (not in the store).
+    """
 
     name = "llm"
 
@@ -20,16 +31,64 @@ class LLMUpdater:
         self.pairs_per_call = pairs_per_call
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
-        prompt = update_prompt.build([(it.newer, [e for e, _ in it.candidates]) for it in items])
-        answers = self.client.complete_json(prompt, update_prompt.parse, op="update")
-        actions = []
-        for a in answers:
-            if a["action"] == "delete":
-                actions.append(UpdateAction("delete", a["id"], f"llm ({update_prompt.VERSION})"))
-            elif a["action"] == "update":
-                actions.append(
-                    UpdateAction(
-                        "update", a["id"], f"llm ({update_prompt.VERSION})", new_text=a["text"]
-                    )
-                )
+        actions: list[UpdateAction] = []
+        for chunk in self._chunks([(it.newer, [e for e, _ in it.candidates]) for it in items]):
+            messages, output = self._request(chunk)
+            answers = self.client.complete_json(
+                messages, update_prompt.parse, op="update", output=output
+            )
+            for a in answers:
+                reason = f"llm ({update_prompt.VERSION})"
+                if a["action"] == "delete":
+                    actions.append(UpdateAction("delete", a["id"], reason))
+                elif a["action"] == "update":
+                    actions.append(UpdateAction("update", a["id"], reason, new_text=a["text"]))
         return actions
+
+    def _request(self, pairs: Sequence[_Pair]) -> tuple[list[ChatMessage], OutputSchema]:
+        ids = [e.id for _, earlier in pairs for e in earlier]
+        output = update_schema.output(ids, self.client.answer_limit())
+        return update_prompt.build(pairs), output
+
+    def _fits(self, pairs: Sequence[_Pair]) -> bool:
+        return self.client.fits(*self._request(pairs))
+
+    def _chunks(self, pairs: Sequence[_Pair]) -> list[list[_Pair]]:
+        """Consecutive requests that each fit; one pair per earlier memory when even a whole
+        pair is too long, with texts cut as a last resort."""
+        out: list[list[_Pair]] = []
+        for newer, earlier in pairs:
+            for pair in self._split(newer, earlier):
+                if out and self._fits([*out[-1], pair]):
+                    out[-1].append(pair)
+                else:
+                    out.append([pair])
+        return out
+
+    def _split(self, newer: MemoryEntry, earlier: list[MemoryEntry]) -> list[_Pair]:
+        if self._fits([(newer, earlier)]):
+            return [(newer, earlier)]
+        out = []
+        for e in earlier:
+            pair = (newer, [e])
+            if not self._fits([pair]):
+                pair = self._cut(newer, e)
+            out.append(pair)
+        return out
+
+    def _cut(self, newer: MemoryEntry, earlier: MemoryEntry) -> _Pair:
+        lo, hi = 0, max(prompt_tokens_bound(newer.text), prompt_tokens_bound(earlier.text))
+
+        def cut(n: int) -> _Pair:
+            return (
+                replace(newer, text=cut_to_tokens(newer.text, n)),
+                [replace(earlier, text=cut_to_tokens(earlier.text, n))],
+            )
+
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._fits([cut(mid)]):
+                lo = mid
+            else:
+                hi = mid - 1
+        return cut(lo)

@@ -40,12 +40,23 @@ class OpenAIStubServer:
 
     Embeddings are bag-of-words hashes (texts sharing words get similar vectors). Chat replies
     come from ``chat_handler(messages) -> str``. ``fail_next(status, times)`` makes the next
-    requests fail with that HTTP status, for fault tests.
+    requests fail with that HTTP status, for fault tests. ``refuse_formats`` lists
+    ``response_format`` types answered with HTTP 400 (an endpoint without structured
+    outputs); ``report_usage=False`` leaves ``usage`` out of replies (as some servers do).
     """
 
-    def __init__(self, *, embedding_dim: int = 64, chat_handler: ChatHandler | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        embedding_dim: int = 64,
+        chat_handler: ChatHandler | None = None,
+        refuse_formats: tuple[str, ...] = (),
+        report_usage: bool = True,
+    ) -> None:
         self.embedding_dim = embedding_dim
         self.chat_handler = chat_handler or (lambda messages: "{}")
+        self.refuse_formats = refuse_formats
+        self.report_usage = report_usage
         self.counters = StubCounters()
         self._faults: list[int] = []
         self._delays: list[float] = []
@@ -131,6 +142,9 @@ class OpenAIStubServer:
             messages = body.get("messages", [])
             if not isinstance(messages, list) or len(messages) < 1:
                 return 400, {"error": {"message": "messages: required"}}
+            fmt = (body.get("response_format") or {}).get("type")
+            if fmt in self.refuse_formats:
+                return 400, {"error": {"message": f"response_format {fmt!r} is not supported"}}
             try:
                 reply = self.chat_handler(messages)
             except Exception as exc:  # a handler that cannot read the request: a 400
@@ -140,7 +154,7 @@ class OpenAIStubServer:
             with self._lock:
                 self.counters.prompt_tokens += prompt
                 self.counters.completion_tokens += completion
-            return 200, {
+            answer: dict[str, Any] = {
                 "id": "stub-1",
                 "object": "chat.completion",
                 "created": 0,
@@ -152,12 +166,14 @@ class OpenAIStubServer:
                         "finish_reason": "stop",
                     }
                 ],
-                "usage": {
+            }
+            if self.report_usage:
+                answer["usage"] = {
                     "prompt_tokens": prompt,
                     "completion_tokens": completion,
                     "total_tokens": prompt + completion,
-                },
-            }
+                }
+            return 200, answer
         return 404, {"error": {"message": f"no route {path}"}}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
