@@ -67,6 +67,20 @@ class FluxMemAgent:
         self._stage1 = Stage1(graph, embedder, self.reasoner, self.config)
         self._stage2 = Stage2(graph, embedder, self.reasoner, self.config)
         self._stage3 = Stage3(graph, embedder, self.reasoner, self.config)
+        self._owned: MemoryStore | None = None
+
+    def close(self) -> None:
+        """Close the store this agent opened (:meth:`open`); a store passed to
+        :meth:`on_store` stays open: its creator closes it. Safe to call twice."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.close()
+
+    def __enter__(self) -> FluxMemAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def open(
@@ -80,17 +94,25 @@ class FluxMemAgent:
         run_id: str | None = None,
     ) -> FluxMemAgent:
         """An agent on a SQLite store file with the offline embedder; ``reasoner`` defaults
-        to the offline rules (pass ``LLMReasoner(client)`` to use a model)."""
+        to the offline rules (pass ``LLMReasoner(client)`` to use a model). The agent owns
+        the store: ``close()`` it, or use it as a context manager."""
         from lightmem.store.sqlite import SQLiteStore
 
-        return cls.on_store(
-            SQLiteStore(path),
-            config=config,
-            reasoner=reasoner,
-            user_id=user_id,
-            agent_id=agent_id,
-            run_id=run_id,
-        )
+        store = SQLiteStore(path)
+        try:
+            agent = cls.on_store(
+                store,
+                config=config,
+                reasoner=reasoner,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+            )
+        except BaseException:
+            store.close()
+            raise
+        agent._owned = store
+        return agent
 
     @classmethod
     def on_store(

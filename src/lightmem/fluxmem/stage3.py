@@ -82,11 +82,10 @@ class Stage3:
                 continue
             existing = self._existing_skill(members)
             n_total = n_proc + (0 if existing else 1)
-            steps, curve, vec = self._refine(members, wins, existing, n_total, replay_fn)
+            steps, curve, vec, eta = self._refine(members, wins, existing, n_total, replay_fn)
             if not steps:
                 continue
             score = curve[-1] if curve else 0.0
-            eta = len(wins) / len(members)
             skill_id = self._write(scope, steps, vec, members, existing, score, eta, report)
             if existing is None:
                 n_proc += 1
@@ -106,7 +105,9 @@ class Stage3:
         existing: Node | None,
         n_procedural: int,
         replay_fn: ReplayFn | None,
-    ) -> tuple[list[str], list[float], np.ndarray]:
+    ) -> tuple[list[str], list[float], np.ndarray, float]:
+        """Refine until PEMS settles; returns the steps, the PEMS curve, the vector and the
+        eta of the last round (the replay success rate when ``replay_fn`` is given)."""
         good = [list(e.data.get("trajectory", [])) for e in wins]
         bad = [list(e.data.get("trajectory", [])) for e in members if not e.data.get("success")]
         steps = self.reasoner.induce(good)
@@ -114,6 +115,7 @@ class Stage3:
         if existing is not None:
             prev_vec = self.embedder.embed([existing.text], op="fluxmem.stage3")[0]
         curve: list[float] = []
+        eta = len(wins) / len(members)
         vec = prev_vec if prev_vec is not None else np.zeros(self.embedder.dim, np.float32)
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
             if rnd:
@@ -132,7 +134,7 @@ class Stage3:
             prev_vec = vec
             if len(curve) >= 2 and abs(curve[-1] - curve[-2]) < self.cfg.pems_threshold:
                 break
-        return steps, curve, vec
+        return steps, curve, vec, eta
 
     def _write(
         self,
@@ -186,6 +188,13 @@ class Stage3:
         else:
             report.unchanged.append(existing.id)
             skill_id = existing.id
+            if existing.data.get("eta") != eta or existing.data.get("pems") != score:
+                # Same steps, new evidence (say, a replay): the stored track record that
+                # Stage I ranks skills by must follow it.
+                rescored = {**dict(existing.data), "pems": score, "eta": eta}
+                self.graph.update_node(
+                    replace(existing, data=rescored), vec, reason="stage3: re-scored skill"
+                )
         # An episode distils into the skill as far as it succeeded by the skill's procedure:
         # a cluster can hold episodes of another procedure, and those must not hand the
         # skill on to tasks like theirs.
