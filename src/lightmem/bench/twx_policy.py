@@ -21,6 +21,7 @@ from lightmem.fluxmem.types import Node, StepResult
 
 SCORED = ("Your score went up.", "The task is complete.")
 FAILED = "The task failed."
+LOWERED = "Your score went down."
 _SKILL_ID = re.compile(r'<skill id="([0-9a-f]+)"')
 _EPISODE_ID = re.compile(r'<episode id="([0-9a-f]+)"')
 
@@ -53,13 +54,19 @@ def plans_from(context: str, nodes: Mapping[str, Node]) -> tuple[list[Plan], set
             steps, slots = induce(runs, quorum)
             if steps:
                 plans.append(Plan(tuple(steps), slots, name))
-    avoid = set()
-    for e in episodes:
+    avoid, scored = set(), set()
+    for e in episodes:  # what ended a similar run in failure (and never scored), or lowered it
         run = episode_run(e)
+        if run is None:
+            continue
         obs = [str(o) for o in e.data.get("observations", [])]
-        if run and obs and obs[-1].endswith(FAILED):
-            avoid.add(abstract(run.actions[-1], run.reads[-1], run.observations[-1])[0])
-    return plans, avoid
+        for k, text in enumerate(obs):
+            shape = abstract(run.actions[k], run.reads[k], run.observations[k])[0]
+            if text.endswith((FAILED, LOWERED)):
+                avoid.add(shape)
+            elif text.endswith(SCORED):
+                scored.add(shape)
+    return plans, avoid - scored
 
 
 class Player:
@@ -91,25 +98,30 @@ class Player:
         self.attempt += 1
         actions: list[str] = []
         observations: list[str] = []
-        seen: list[str] = [game.task]
+        docs: list[str] = []
         tried: set[str] = set()
         last = ""
         while not game.done and len(actions) < self.step_limit:
-            action = self._choose(game, plans, avoid, tried, seen, rng)
+            action = self._choose(game, plans, avoid, tried, game.reads, rng)
             if action is None:
                 break
             tried.add(action)
+            n_read = len(game.reads)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
             actions.append(action)
             observations.append(text)
-            seen.append(text)
+            docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             last = action
             self.steps += 1
             if text.endswith(SCORED) and action not in self.scored:
                 self.scored.append(action)
+            elif text.endswith(LOWERED):
+                self.tabu.add(action)
         if game.success:
-            return StepResult(game.score, None, True, tuple(actions), tuple(observations))
+            return StepResult(
+                game.score, None, True, tuple(actions), tuple(observations), tuple(docs)
+            )
         if observations and observations[-1].endswith(FAILED):
             self.tabu.add(last)
             verdict = f"The task failed after '{last}'."
@@ -117,7 +129,9 @@ class Player:
             verdict = (
                 f"The task was not completed in {len(actions)} steps (score {game.score:.2f})."
             )
-        return StepResult(game.score, verdict, False, tuple(actions), tuple(observations))
+        return StepResult(
+            game.score, verdict, False, tuple(actions), tuple(observations), tuple(docs)
+        )
 
     def _choose(
         self,
@@ -125,18 +139,18 @@ class Player:
         plans: Sequence[Plan],
         avoid: set[str],
         tried: set[str],
-        seen: list[str],
+        reads: list[str],
         rng: random.Random,
     ) -> str | None:
         fresh = [a for a in game.valid if a not in tried and a not in self.tabu]
         for plan in plans:
             for step in plan.steps:
-                for action in bind(step, plan.slots.get(step, {}), fresh, seen, game.observation):
+                for action in bind(step, plan.slots.get(step, {}), fresh, reads, game.observation):
                     return action
         ok = [
             a
             for a in fresh
-            if abstract(a, seen, game.observation)[0] not in avoid
+            if abstract(a, reads, game.observation)[0] not in avoid
             and a.split()[0] not in ("examine", "inventory", "look")
         ]
         pool = ok or fresh

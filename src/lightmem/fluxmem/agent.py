@@ -317,6 +317,7 @@ class FluxMemAgent:
         success = isinstance(reply, StepResult) and reply.success
         trajectory = list(reply.actions) if isinstance(reply, StepResult) else []
         observations = list(reply.observations) if isinstance(reply, StepResult) else []
+        reads = list(reply.reads) if isinstance(reply, StepResult) else []
         data = {
             **dict(episode.data),
             "status": "done",
@@ -324,6 +325,7 @@ class FluxMemAgent:
             "attempts": attempts,
             "trajectory": trajectory,
             **({"observations": observations} if observations else {}),
+            **({"reads": reads} if reads else {}),
             "repairs": [_repair(r) for r in repairs],
         }
         vec = self.embedder.embed([task], op="fluxmem.episode")[0]

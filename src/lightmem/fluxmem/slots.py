@@ -123,7 +123,10 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
         n = max(1, len(run.actions) - 1)
         for k, act in enumerate(run.actions):
             _note(exact, act.strip(), e, k / n, [], [])
-    constant = {a for a, s in exact.items() if len(s.episodes) >= need}
+    # A constant step is one most runs repeat word for word (and more than one run, if
+    # there are several: a value seen once is not yet a constant).
+    need_const = max(need, len(runs) / 2, min(2, len(runs)))
+    constant = {a for a, s in exact.items() if len(s.episodes) >= need_const}
     shapes: dict[str, _Seen] = {}  # what varies: the actions that are not constant steps
     for e, run in enumerate(runs):
         n = max(1, len(run.actions) - 1)
@@ -315,16 +318,24 @@ def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:
 
 def episode_run(node: Node, *, only_ending: tuple[str, ...] = ()) -> Run | None:
     """An episode's trajectory with what the agent had read before each action (the task
-    and every earlier observation) and the observation it acted on, if it recorded them.
-    ``only_ending`` keeps only the actions whose observation ends with one of those texts."""
+    and the documents read earlier, or every earlier observation if it named none) and the
+    observation it acted on, if it recorded them.
+    ``only_ending`` keeps only the actions whose observation ends with one of those texts
+    (and the actions that read a document)."""
     acts = [str(a) for a in node.data.get("trajectory", [])]
     obs = [str(o) for o in node.data.get("observations", [])]
     if not acts or len(obs) != len(acts):
         return None
     task = str(node.data.get("task", node.text))
-    reads = [[task, *obs[:k]] for k in range(len(acts))]
+    docs = [str(r) for r in node.data.get("reads", [])]
+    docs = docs if len(docs) == len(acts) else obs  # no documents named: all it saw
+    reads = [[task, *filter(None, docs[:k])] for k in range(len(acts))]
     before = [task, *obs[:-1]]
-    keep = [k for k in range(len(acts)) if not only_ending or obs[k].endswith(only_ending)]
+    keep = [
+        k
+        for k in range(len(acts))
+        if not only_ending or obs[k].endswith(only_ending) or (docs is not obs and docs[k])
+    ]
     if not keep:
         return None
     return Run([acts[k] for k in keep], [reads[k] for k in keep], [before[k] for k in keep])

@@ -277,8 +277,9 @@ def _prune_by_replay(
         if res is None or len(res.observations) != len(res.actions) or not res.actions:
             continue
         acts, obs = list(res.actions), list(res.observations)
+        docs = list(res.reads) if len(res.reads) == len(acts) else obs
         for k, act in enumerate(acts):
-            reads, now = obs[:k], obs[k - 1] if k else ""
+            reads, now = [d for d in docs[:k] if d], obs[k - 1] if k else ""
             hit = [s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)]
             if ok:
                 used_ok.update(hit)
