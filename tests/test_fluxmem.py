@@ -15,7 +15,7 @@ import pytest
 
 from conftest import drop_schema, require_postgres
 from lightmem import ConfigError, InvalidInputError, LightMemError, WordLlamaEmbedder
-from lightmem.bench.fluxmem_env import (
+from lightmem.cli.fluxmem_tables import (
     ANALYSIS_DOC,
     DISTRACTORS,
     SPREADSHEET_DOC,
@@ -395,6 +395,7 @@ def test_replay_fn_sets_eta(agent: FluxMemAgent) -> None:
     assert report.curves and all(c for c in report.curves.values())
     for skill in agent.graph.nodes("procedural", agent.scope):
         replayed = "derive" in skill.text
+        assert skill.data["eta"] == (1.0 if replayed else 0.0)  # the replay rate, stored
         assert (skill.data["pems"] > 0) is replayed
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from lightmem.bench.fluxmem_env import (
+from lightmem.cli.fluxmem_tables import (
     ANALYSIS_DOC,
     DISTRACTORS,
     SPREADSHEET_DOC,

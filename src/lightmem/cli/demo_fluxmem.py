@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from lightmem.bench.fluxmem_env import (
+from lightmem.cli.fluxmem_tables import (
     ANALYSIS_DOC,
     DISTRACTORS,
     SPREADSHEET_DOC,

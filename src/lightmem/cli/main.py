@@ -132,11 +132,20 @@ def _parser() -> argparse.ArgumentParser:
     _local_llm_options(lo)
     lo.add_argument("--samples", type=_count(1), help="only the first N conversations")
     lo.add_argument("--limit-turns", type=_count(1), help="only the first N turns of each")
-    fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation on seeded table tasks")
+    fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation: table tasks or TextWorldExpress")
+    fm.add_argument("--env", choices=["tables", "twx"], default="tables")
     fm.add_argument("--seeds", type=_count(1), default=5, help="how many seeds (medians reported)")
     fm.add_argument("--first-seed", type=_count(0), default=0)
-    fm.add_argument("--train", type=_count(1), default=40)
-    fm.add_argument("--test", type=_count(1), default=60)
+    fm.add_argument("--train", type=_count(1), help="training tasks/games (tables 40, twx 20)")
+    fm.add_argument("--test", type=_count(1), help="held-out tasks/games (tables 60, twx 20)")
+    fm.add_argument("--games", default="cookingworld,twc,coin,mapreader", help="twx games")
+    fm.add_argument("--param", action="append", default=[], help="twx: game:key=value")
+    fm.add_argument("--rounds", type=_count(1), default=5, help="twx: Stage II retries per game")
+    fm.add_argument(
+        "--llm",
+        action="store_true",
+        help="twx: FluxMem's judgements by the configured LLM (the player stays programmatic)",
+    )
     fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
     fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
     fm.add_argument("--dsn", help="with --scale: the graph in PostgreSQL at this DSN")
@@ -334,9 +343,39 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from lightmem.bench import cost
 
+    if args.bench == "fluxmem" and args.env == "twx":
+        from lightmem.bench import fluxmem_twx, twx_env
+
+        args.train, args.test = args.train or 20, args.test or 20
+        games = twx_env.parse_games(args.games, args.param)
+        reasoner = None
+        if args.llm:
+            from lightmem.fluxmem import LLMReasoner
+
+            mm = (_config(args) if args.config else {}).get("memory_manager")
+            client = build_llm(
+                parse_config({"memory_manager": mm or {"model_name": "openai"}}), Ledger()
+            )
+            reasoner = LLMReasoner(client) if client is not None else None
+        result = fluxmem_twx.run(
+            games,
+            seeds=args.seeds,
+            first_seed=args.first_seed,
+            train=args.train,
+            test=args.test,
+            rounds=args.rounds,
+            reasoner=reasoner,
+        )
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1))
+        for g in result["games"].values():
+            g.pop("samples")
+        print(json.dumps(result, indent=2))
+        return 0
     if args.bench == "fluxmem":
         from lightmem.bench import fluxmem
 
+        args.train, args.test = args.train or 40, args.test or 60
         result = fluxmem.run_seeds(
             args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
         )

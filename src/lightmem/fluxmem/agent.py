@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lightmem import validate
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError, LightMemError
@@ -21,7 +23,15 @@ from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.stage1 import Stage1
 from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
-from lightmem.fluxmem.types import Edge, Node, Repair, StepResult, Subgraph, TaskOutcome
+from lightmem.fluxmem.types import (
+    Edge,
+    Node,
+    Repair,
+    ScoredNode,
+    StepResult,
+    Subgraph,
+    TaskOutcome,
+)
 from lightmem.sanitize import check_text, check_value
 from lightmem.store.base import MemoryStore
 from lightmem.store.graph import GraphStore
@@ -67,6 +77,20 @@ class FluxMemAgent:
         self._stage1 = Stage1(graph, embedder, self.reasoner, self.config)
         self._stage2 = Stage2(graph, embedder, self.reasoner, self.config)
         self._stage3 = Stage3(graph, embedder, self.reasoner, self.config)
+        self._owned: MemoryStore | None = None
+
+    def close(self) -> None:
+        """Close the store this agent opened (:meth:`open`); a store passed to
+        :meth:`on_store` stays open: its creator closes it. Safe to call twice."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.close()
+
+    def __enter__(self) -> FluxMemAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def open(
@@ -80,17 +104,25 @@ class FluxMemAgent:
         run_id: str | None = None,
     ) -> FluxMemAgent:
         """An agent on a SQLite store file with the offline embedder; ``reasoner`` defaults
-        to the offline rules (pass ``LLMReasoner(client)`` to use a model)."""
+        to the offline rules (pass ``LLMReasoner(client)`` to use a model). The agent owns
+        the store: ``close()`` it, or use it as a context manager."""
         from lightmem.store.sqlite import SQLiteStore
 
-        return cls.on_store(
-            SQLiteStore(path),
-            config=config,
-            reasoner=reasoner,
-            user_id=user_id,
-            agent_id=agent_id,
-            run_id=run_id,
-        )
+        store = SQLiteStore(path)
+        try:
+            agent = cls.on_store(
+                store,
+                config=config,
+                reasoner=reasoner,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+            )
+        except BaseException:
+            store.close()
+            raise
+        agent._owned = store
+        return agent
 
     @classmethod
     def on_store(
@@ -243,16 +275,27 @@ class FluxMemAgent:
         attempts: list[dict[str, Any]],
         repairs: list[Repair],
     ) -> Generator[str, StepResult | _Crash, StepResult | _Crash]:
+        reply: StepResult | _Crash = _Crash("not run")
+        mature = self.mature_subgraph(task)
+        if mature is not None:  # a graduated skill: its subgraph, no search, no repair
+            reply = yield serialize(mature)
+            if not isinstance(reply, StepResult | _Crash):
+                reply = _Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
+            attempts.append({**_attempt_record(0, mature, reply), "mature": True})
+            self._mark_steps(mature, episode.id, 0)
+            if isinstance(reply, _Crash) or reply.success or rounds == 0:
+                return reply
+            rounds -= 1  # it failed: the usual loop, with the rounds left
         sub = self._stage1.build(task, self.scope, current_episode=episode.id)
         context = serialize(sub)
-        reply: StepResult | _Crash = _Crash("not run")
-        for attempt in range(rounds + 1):
+        first = len(attempts)
+        for attempt in range(first, first + rounds + 1):
             reply = yield context
             if not isinstance(reply, StepResult | _Crash):
                 reply = _Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
             attempts.append(_attempt_record(attempt, sub, reply))
             self._mark_steps(sub, episode.id, attempt)
-            if isinstance(reply, _Crash) or reply.success or attempt == rounds:
+            if isinstance(reply, _Crash) or reply.success or attempt == first + rounds:
                 break
             feedback = self.reasoner.attribute(task, reply.feedback)
             repairs += self._stage2.repair(task, self.scope, episode.id, sub, feedback)
@@ -276,12 +319,16 @@ class FluxMemAgent:
     ) -> TaskOutcome:
         success = isinstance(reply, StepResult) and reply.success
         trajectory = list(reply.actions) if isinstance(reply, StepResult) else []
+        observations = list(reply.observations) if isinstance(reply, StepResult) else []
+        reads = list(reply.reads) if isinstance(reply, StepResult) else []
         data = {
             **dict(episode.data),
             "status": "done",
             "success": success,
             "attempts": attempts,
             "trajectory": trajectory,
+            **({"observations": observations} if observations else {}),
+            **({"reads": reads} if reads else {}),
             "repairs": [_repair(r) for r in repairs],
         }
         vec = self.embedder.embed([task], op="fluxmem.episode")[0]
@@ -294,6 +341,27 @@ class FluxMemAgent:
             attempts=len(attempts),
             repairs=tuple(repairs),
             error=reply.error if isinstance(reply, _Crash) else "",
+        )
+
+    def mature_subgraph(self, task: str) -> Subgraph | None:
+        """The graduated skill whose source tasks are most like ``task`` (at least
+        ``mature_similarity``), as a subgraph of that skill alone; None if there is none."""
+        if self.config.mature_similarity <= 0:
+            return None
+        grads = [
+            n
+            for n in self.graph.nodes("procedural", self.scope)
+            if n.data.get("graduated") and isinstance(n.data.get("trigger"), list)
+        ]
+        if not grads:
+            return None
+        qv = self.embedder.embed([task], op="fluxmem.mature")[0]
+        best = max(grads, key=lambda n: float(np.asarray(n.data["trigger"], np.float32) @ qv))
+        sim = float(np.asarray(best.data["trigger"], np.float32) @ qv)
+        if sim < self.config.mature_similarity:
+            return None
+        return Subgraph(
+            task, (), (), (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),)
         )
 
     def _new_episode(self, task: str) -> Node:

@@ -29,6 +29,7 @@ class FluxMemConfig:
     candidates: int = 50
     chunk_tokens: int = 120
     seed: int = 0
+    mature_similarity: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -45,6 +46,8 @@ class FluxMemConfig:
                 raise ConfigError(f"fluxmem.{name}: must be in [0, 100]")
         if self.num_clusters is not None and self.num_clusters < 1:
             raise ConfigError("fluxmem.num_clusters: must be at least 1 or None")
+        if not 0 <= self.mature_similarity <= 1:
+            raise ConfigError("fluxmem.mature_similarity: must be in [0, 1] (0 = off)")
         if not 0 < self.pems_threshold < 1:
             raise ConfigError("fluxmem.pems_threshold: must be in (0, 1)")
         for name in ("dense_weight", "bm25_weight", "llm_weight", "ground_weight"):

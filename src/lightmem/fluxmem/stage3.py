@@ -6,6 +6,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -14,12 +15,32 @@ from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.kmeans import default_clusters, kmeans
 from lightmem.fluxmem.pems import pems
 from lightmem.fluxmem.reasoner import Reasoner, step_key
+from lightmem.fluxmem.slots import bind, episode_run, induce
 from lightmem.fluxmem.stage2 import skill_text
-from lightmem.fluxmem.types import Edge, Node
+from lightmem.fluxmem.types import Edge, Node, StepResult
 from lightmem.store.graph import GraphStore
 from lightmem.types import Scope
 
-ReplayFn = Callable[[str, str], bool]
+
+class SkillDraft(str):
+    """The skill text a replay is asked to follow (a ``str``), carrying its ``steps`` and,
+    for a slotted skill, its ``slots`` (the rules :func:`lightmem.fluxmem.slots.bind` uses).
+    """
+
+    steps: list[str]
+    slots: dict[str, Any]
+
+    def __new__(cls, steps: list[str], slots: dict[str, Any]) -> SkillDraft:
+        draft = super().__new__(cls, skill_text(steps))
+        draft.steps, draft.slots = list(steps), dict(slots)
+        return draft
+
+
+#: ``replay_fn(skill, task)``: replay ``skill`` on ``task``; True/False, or the replay's
+#: StepResult (its actions and observations then show which steps failed).
+ReplayFn = Callable[[SkillDraft, str], "bool | StepResult"]
+#: Least replay success rate for a converged skill to graduate (become mature).
+GRADUATE_ETA = 0.5
 
 
 @dataclass
@@ -31,6 +52,7 @@ class ConsolidationReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     curves: dict[str, list[float]] = field(default_factory=dict)
+    graduated: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -39,6 +61,7 @@ class ConsolidationReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "pems_curves": self.curves,
+            "graduated": self.graduated,
         }
 
 
@@ -82,12 +105,11 @@ class Stage3:
                 continue
             existing = self._existing_skill(members)
             n_total = n_proc + (0 if existing else 1)
-            steps, curve, vec = self._refine(members, wins, existing, n_total, replay_fn)
-            if not steps:
+            found = self._refine(members, wins, existing, n_total, replay_fn)
+            if not found.steps:
                 continue
-            score = curve[-1] if curve else 0.0
-            eta = len(wins) / len(members)
-            skill_id = self._write(scope, steps, vec, members, existing, score, eta, report)
+            skill_id = self._write(scope, found, members, existing, report)
+            curve = found.curve
             if existing is None:
                 n_proc += 1
             report.curves[skill_id] = curve
@@ -106,64 +128,80 @@ class Stage3:
         existing: Node | None,
         n_procedural: int,
         replay_fn: ReplayFn | None,
-    ) -> tuple[list[str], list[float], np.ndarray]:
+    ) -> _Found:
+        """Induce, then refine until PEMS settles. With ``replay_fn`` eta is the replay
+        success rate, and a slotted skill loses the steps its failing replays ended on and
+        the steps no replay could use; a converged skill that replays well graduates."""
         good = [list(e.data.get("trajectory", [])) for e in wins]
         bad = [list(e.data.get("trajectory", [])) for e in members if not e.data.get("success")]
-        steps = self.reasoner.induce(good)
+        runs = [r for e in wins if (r := episode_run(e)) is not None]
+        slots: dict[str, Any] = {}
+        if runs and len(runs) == len(wins):
+            steps, slots = induce(runs)
+        else:
+            steps = self.reasoner.induce(good)
         prev_vec = None
         if existing is not None:
             prev_vec = self.embedder.embed([existing.text], op="fluxmem.stage3")[0]
-        curve: list[float] = []
-        vec = prev_vec if prev_vec is not None else np.zeros(self.embedder.dim, np.float32)
+        found = _Found([], {}, [], np.zeros(self.embedder.dim, np.float32), 0.0)
+        if prev_vec is not None:
+            found.vec = prev_vec
+        replays: list[tuple[bool, StepResult | None]] = []
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
-            if rnd:
+            if rnd and slots and replays:
+                steps, slots = _prune_by_replay(steps, slots, replays)
+            elif rnd:
                 steps = self.reasoner.refine(steps, good, bad)
             if not steps:
                 break
-            text = skill_text(steps)
-            vec = self.embedder.embed([text], op="fluxmem.stage3")[0]
+            draft = SkillDraft(steps, slots)
+            vec = self.embedder.embed([str(draft)], op="fluxmem.stage3")[0]
             if replay_fn is not None:
-                eta = float(
-                    np.mean([bool(replay_fn(text, str(m.data.get("task", "")))) for m in members])
-                )
+                tasks = [str(m.data.get("task", "")) for m in members]
+                replays = [_replayed(replay_fn(draft, t)) for t in tasks]
+                eta = float(np.mean([ok for ok, _ in replays]))
             else:
                 eta = len(wins) / len(members)
-            curve.append(pems(eta, n_procedural, text, prev_vec, vec))
+            found.curve.append(pems(eta, n_procedural, str(draft), prev_vec, vec))
+            found.steps, found.slots, found.vec, found.eta = steps, slots, vec, eta
             prev_vec = vec
-            if len(curve) >= 2 and abs(curve[-1] - curve[-2]) < self.cfg.pems_threshold:
+            c = found.curve
+            if len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
+                found.graduated = replay_fn is not None and eta >= GRADUATE_ETA
                 break
-        return steps, curve, vec
+        return found
 
     def _write(
         self,
         scope: Scope,
-        steps: list[str],
-        vec: np.ndarray,
+        found: _Found,
         members: Sequence[Node],
         existing: Node | None,
-        score: float,
-        eta: float,
         report: ConsolidationReport,
     ) -> str:
+        steps, vec = found.steps, found.vec
         sources = sorted(m.id for m in members)
+        score = found.curve[-1] if found.curve else 0.0
+        fields: dict[str, Any] = {"source_episodes": sources, "pems": score, "eta": found.eta}
+        fields["slots"] = found.slots
+        fields["graduated"] = found.graduated
+        if found.graduated:
+            tasks = [str(m.data.get("task", m.text)) for m in members]
+            trigger = self.embedder.embed(tasks, op="fluxmem.stage3").mean(axis=0)
+            trigger /= float(np.linalg.norm(trigger)) or 1.0
+            fields["trigger"] = [round(float(x), 5) for x in trigger]
         if existing is None:
             node = Node(
                 id=uuid.uuid4().hex,
                 kind="procedural",
                 text=skill_text(steps),
                 scope=scope,
-                data={
-                    "steps": steps,
-                    "versions": [],
-                    "source_episodes": sources,
-                    "pems": score,
-                    "eta": eta,
-                },
+                data={"steps": steps, "versions": [], **fields},
             )
             self.graph.add_node(node, vec, reason="stage3: induced skill")
             report.created.append(node.id)
             skill_id = node.id
-        elif existing.steps != steps:
+        elif existing.steps != steps or existing.data.get("slots", {}) != found.slots:
             versions = [
                 *existing.data.get("versions", []),
                 {"version": existing.version, "steps": existing.data.get("steps", [])},
@@ -171,14 +209,7 @@ class Stage3:
             new = replace(
                 existing,
                 text=skill_text(steps),
-                data={
-                    **dict(existing.data),
-                    "steps": steps,
-                    "versions": versions,
-                    "source_episodes": sources,
-                    "pems": score,
-                    "eta": eta,
-                },
+                data={**dict(existing.data), "steps": steps, "versions": versions, **fields},
             )
             self.graph.update_node(new, vec, reason="stage3: refined skill")
             report.updated.append(existing.id)
@@ -186,6 +217,15 @@ class Stage3:
         else:
             report.unchanged.append(existing.id)
             skill_id = existing.id
+            if any(existing.data.get(k) != v for k, v in fields.items()):
+                # Same steps, new evidence (say, a replay): the stored track record that
+                # Stage I ranks skills by must follow it.
+                rescored = {**dict(existing.data), **fields}
+                self.graph.update_node(
+                    replace(existing, data=rescored), vec, reason="stage3: re-scored skill"
+                )
+        if found.graduated:
+            report.graduated.append(skill_id)
         # An episode distils into the skill as far as it succeeded by the skill's procedure:
         # a cluster can hold episodes of another procedure, and those must not hand the
         # skill on to tasks like theirs.
@@ -207,3 +247,47 @@ class Stage3:
 def _procedure(node: Node) -> str:
     keys = [step_key(str(s)) for s in node.data.get("trajectory", [])]
     return " then ".join(keys) if keys else "no steps"
+
+
+@dataclass
+class _Found:
+    steps: list[str]
+    slots: dict[str, Any]
+    curve: list[float]
+    vec: np.ndarray
+    eta: float
+    graduated: bool = False
+
+
+def _replayed(out: bool | StepResult) -> tuple[bool, StepResult | None]:
+    if isinstance(out, StepResult):
+        return bool(out.success), out
+    return bool(out), None
+
+
+def _prune_by_replay(
+    steps: list[str], slots: dict[str, Any], replays: Sequence[tuple[bool, StepResult | None]]
+) -> tuple[list[str], dict[str, Any]]:
+    """Drop the steps failing replays ended on (unless a successful one also did); when
+    some replays succeeded, also the steps none of them needed."""
+    used_ok: set[str] = set()
+    blamed: set[str] = set()
+    ended_ok: set[str] = set()
+    for ok, res in replays:
+        if res is None or len(res.observations) != len(res.actions) or not res.actions:
+            continue
+        acts, obs = list(res.actions), list(res.observations)
+        docs = list(res.reads) if len(res.reads) == len(acts) else obs
+        for k, act in enumerate(acts):
+            reads, now = [d for d in docs[:k] if d], obs[k - 1] if k else ""
+            hit = [s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)]
+            if ok:
+                used_ok.update(hit)
+            if k == len(acts) - 1:
+                (ended_ok if ok else blamed).update(hit[:1])
+    keep = [
+        s
+        for s in steps
+        if not (s in blamed and s not in ended_ok) and (not used_ok or s in used_ok)
+    ]
+    return keep, {s: slots[s] for s in keep if s in slots}

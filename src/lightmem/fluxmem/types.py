@@ -95,12 +95,18 @@ class StepResult:
     """What the user's ``execute_fn(context)`` returns for one attempt at the task.
 
     ``actions``: the steps the agent took (its trajectory), which Stage III aligns across
-    successful episodes to induce skills."""
+    successful episodes to induce skills. ``observations``: optionally, what the
+    environment showed after each action (plain text, one per action); Stage III then
+    turns what varies between runs into named slots filled from what the agent read.
+    ``reads``: optionally, one per action, the document that action read (a recipe, a
+    map) or ""; without it every earlier observation counts as read."""
 
     result: Any
     feedback: str | Feedback | None = None
     success: bool = False
     actions: tuple[str, ...] = ()
+    observations: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,250 @@
+"""``lightmem bench fluxmem --env twx``: FluxMem's stages on TextWorldExpress games.
+
+Per game type and sample, each arm trains on games from the engine's train seed list and
+is scored on games from its test seed list (held out):
+
+- ``no_memory``: the explorer alone (an untried valid action at each step);
+- ``stage1``: facts (what the game let the agent read) and episodes, no repairs;
+- ``stage1_2``: training with Stage II retries (plain-text game feedback);
+- ``stage1_2_3``: as I+II, then Stage III: slotted skills, refined by replaying them on
+  the training games (eta = replay success), graduating when PEMS converges;
+- ``stage1_2_3_mature``: the same memory, with graduated skills activated directly.
+
+First-attempt success reads the memory without changing it; "with retries" then runs the
+test games through ``run_task`` with Stage II (recording them, as a deployed agent would).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
+from lightmem.bench.twx_policy import Plan, Player, plans_from
+from lightmem.fluxmem.agent import FluxMemAgent
+from lightmem.fluxmem.reasoner import Reasoner
+from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.stage3 import SkillDraft
+from lightmem.fluxmem.types import Node, StepResult
+
+ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
+MATURE_SIMILARITY = 0.8
+
+
+def run(
+    games: Mapping[str, Mapping[str, int]],
+    *,
+    seeds: int = 5,
+    first_seed: int = 0,
+    train: int = 20,
+    test: int = 20,
+    rounds: int = 5,
+    step_limit: int = 50,
+    reasoner: Reasoner | None = None,
+) -> dict[str, Any]:
+    """Every game type x sample x arm; medians over the samples."""
+    out: dict[str, Any] = {
+        "env": "twx",
+        "train": train,
+        "test": test,
+        "seeds": list(range(first_seed, first_seed + seeds)),
+        "rounds": rounds,
+        "step_limit": step_limit,
+        "games": {},
+    }
+    started = time.perf_counter()
+    with world(step_limit) as w:
+        train_ids, test_ids = w.seeds("train"), w.seeds("test")
+        for name, params in games.items():
+            samples = []
+            for s in range(first_seed, first_seed + seeds):
+                tr = [train_ids[(s * train + i) % len(train_ids)] for i in range(train)]
+                te = [test_ids[(s * test + i) % len(test_ids)] for i in range(test)]
+                samples.append(_sample(w, name, params, s, tr, te, rounds, step_limit, reasoner))
+            out["games"][name] = {"params": dict(params), **_medians(samples), "samples": samples}
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
+
+
+def _medians(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def med(key: str, arm: str) -> float | None:
+        vals = [s[arm][key] for s in samples if s[arm][key] is not None]
+        return round(statistics.median(vals), 4) if vals else None
+
+    out: dict[str, Any] = {
+        "median_held_out_success": {a: med("success", a) for a in ARMS},
+        "median_held_out_success_with_retries": {a: med("success_with_retries", a) for a in ARMS},
+        "median_steps_per_success": {a: med("steps_per_success", a) for a in ARMS},
+        "llm_calls": {a: sum(s[a]["llm_calls"] for s in samples) for a in ARMS},
+    }
+    full = out["median_steps_per_success"]["stage1_2_3"]
+    mature = out["median_steps_per_success"]["stage1_2_3_mature"]
+    out["mature_step_saving"] = round(1 - mature / full, 4) if full and mature else None
+    curves = [c for s in samples for c in s["stage1_2_3"].get("pems_curves", {}).values()]
+    out["pems"] = {
+        "skills": len(curves),
+        "moved": sum(1 for c in curves if len(c) > 1 and max(c) - min(c) > 1e-6),
+        "graduated": sum(s["stage1_2_3"].get("graduated", 0) for s in samples),
+        "refined": sum(s["stage1_2_3"].get("refined", 0) for s in samples),
+        "curves_first_sample": samples[0]["stage1_2_3"].get("pems_curves", {}),
+    }
+    return out
+
+
+def _sample(
+    w: TWXWorld,
+    name: str,
+    params: Mapping[str, int],
+    sample: int,
+    train: list[int],
+    test: list[int],
+    rounds: int,
+    step_limit: int,
+    reasoner: Reasoner | None,
+) -> dict[str, Any]:
+    res: dict[str, Any] = {"sample": sample}
+    base = Player(w, step_limit, sample)
+    firsts = [base.play(name, params, s, "test", (), set()) for s in test]
+    res["no_memory"] = _score(firsts, firsts, 0)
+    with tempfile.TemporaryDirectory(prefix="lightmem-twx-") as tmp:
+        for arm in ("stage1", "stage1_2", "stage1_2_3"):
+            agent = FluxMemAgent.open(Path(tmp) / f"{arm}.db", reasoner=reasoner)
+            with agent:
+                bench = _Bench(agent, w, name, params, step_limit, sample)
+                for s in train:
+                    bench.task(s, "train", 0 if arm == "stage1" else rounds)
+                extra: dict[str, Any] = {}
+                if arm == "stage1_2_3":
+                    report = agent.consolidate(replay_fn=bench.replay)
+                    extra = {
+                        "pems_curves": report.curves,
+                        "graduated": len(report.graduated),
+                        "refined": sum(
+                            1 for c in report.curves.values() if len(c) > 1 and c[0] != c[-1]
+                        ),
+                        "skills": len(agent.graph.nodes("procedural", agent.scope)),
+                    }
+                arms = [(arm, agent)]
+                if arm == "stage1_2_3":
+                    mature = replace(agent.config, mature_similarity=MATURE_SIMILARITY)
+                    twin = FluxMemAgent(agent.graph, agent.embedder, config=mature)
+                    arms.append(("stage1_2_3_mature", twin))
+                for arm_name, a in arms:
+                    tb = _Bench(a, w, name, params, step_limit, sample)
+                    first = [tb.first(s) for s in test]
+                    retry = [tb.task(s, "test", 0 if arm == "stage1" else rounds) for s in test]
+                    llm = _llm_calls(a)
+                    res[arm_name] = {**_score(first, retry, llm), **extra}
+                    res[arm_name]["stage1_ms_per_task"] = round(tb.context_ms / len(test), 2)
+    return res
+
+
+def _score(first: list[StepResult], retry: list[StepResult], llm: int) -> dict[str, Any]:
+    wins = [r for r in first if r.success]
+    return {
+        "success": round(len(wins) / len(first), 4),
+        "success_with_retries": round(sum(r.success for r in retry) / len(retry), 4),
+        "steps_per_success": round(statistics.mean(len(r.actions) for r in wins), 2)
+        if wins
+        else None,
+        "llm_calls": llm,
+    }
+
+
+class _Bench:
+    """One agent playing one game type: tasks, first attempts and replays."""
+
+    def __init__(
+        self,
+        agent: FluxMemAgent,
+        w: TWXWorld,
+        name: str,
+        params: Mapping[str, int],
+        step_limit: int,
+        sample: int,
+    ) -> None:
+        self.agent, self.w, self.name, self.params = agent, w, name, params
+        self.step_limit, self.sample = step_limit, sample
+        self.seed_of: dict[str, tuple[int, str]] = {}
+        self.context_ms = 0.0
+
+    def _task_text(self, seed: int, fold: str) -> str:
+        game = self.w.reset(self.name, self.params, seed, fold)
+        text = f"{game.task} {game.observation}"[:2000]
+        self.seed_of[text] = (seed, fold)
+        return text
+
+    def _plans(self, context: str) -> tuple[list[Plan], set[str]]:
+        nodes: dict[str, Node] = self.agent.graph.get_nodes(_ids(context))
+        return plans_from(context, nodes)
+
+    def task(self, seed: int, fold: str, rounds: int) -> StepResult:
+        """One game through ``run_task``: Stage II retries up to ``rounds``; what the
+        agent read becomes facts."""
+        text = self._task_text(seed, fold)
+        player = Player(self.w, self.step_limit, self.sample)
+        last: list[StepResult] = []
+
+        def execute(context: str) -> StepResult:
+            plans, avoid = self._plans(context)
+            result = player.play(self.name, self.params, seed, fold, plans, avoid)
+            last.append(result)
+            if not result.success and isinstance(result.feedback, str):
+                # The game's verdict is something the agent read: a fact Stage II can link.
+                scored = ", ".join(player.scored) or "nothing"
+                note = f"{self.name} game {fold} {seed}: {result.feedback} It scored: {scored}."
+                self.agent.add_knowledge(note, source=f"twx:{self.name}:{fold}:{seed}")
+            return result
+
+        self.agent.run_task(text, execute, max_rounds=rounds)
+        done = last[-1]
+        reads = [
+            o
+            for a, o in zip(done.actions, done.observations, strict=True)
+            if a.split()[0] in READ_VERBS
+        ]
+        if reads:
+            self.agent.add_knowledge(reads, source=f"twx:{self.name}:{fold}:{seed}")
+        return last[-1]
+
+    def first(self, seed: int) -> StepResult:
+        """A first attempt from memory alone (nothing recorded): the mature subgraph when
+        one matches, else the Stage I context."""
+        text = self._task_text(seed, "test")
+        t0 = time.perf_counter()
+        mature = self.agent.mature_subgraph(text)
+        context = self.agent.context(text) if mature is None else serialize(mature)
+        self.context_ms += 1000 * (time.perf_counter() - t0)
+        plans, avoid = self._plans(context)
+        return Player(self.w, self.step_limit, self.sample).play(
+            self.name, self.params, seed, "test", plans, avoid
+        )
+
+    def replay(self, skill: SkillDraft, task: str) -> StepResult:
+        """Stage III's replay: play the training game of ``task`` following ``skill``."""
+        seed, fold = self.seed_of.get(task, (-1, "train"))
+        if seed < 0:
+            return StepResult(None, "unknown task", False)
+        plan = Plan(tuple(skill.steps), skill.slots, "replay")
+        return Player(self.w, self.step_limit, self.sample).play(
+            self.name, self.params, seed, fold, [plan], set()
+        )
+
+
+def _ids(context: str) -> list[str]:
+    return re.findall(r'<(?:skill|episode) id="([0-9a-f]+)"', context)
+
+
+def _llm_calls(agent: FluxMemAgent) -> int:
+    """Model calls from the ledgers (the embedder's, and the reasoner's client's)."""
+    ledgers = [agent.embedder.ledger]
+    client = getattr(agent.reasoner, "client", None)
+    if client is not None and client.ledger is not agent.embedder.ledger:
+        ledgers.append(client.ledger)
+    return sum(r.calls for ledger in ledgers for r in ledger.totals() if r.kind == "llm")

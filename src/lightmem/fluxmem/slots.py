@@ -1,0 +1,341 @@
+"""Skills with slots: the shared structure of successful runs, with what varies as named
+slots and a rule saying how to fill each one from what the agent sees.
+
+An action is abstracted against what the agent had read (task text, a recipe, a map) and
+the observation it acted on. Its parts become slots:
+
+- ``read``: a phrase of the texts read ("take <read1>" takes what the recipe lists);
+- ``seen``: a phrase of the observation ("open <seen1>");
+- ``head``: the first word of a read line that mentions another slot's value ("<head1>
+  <read1>": "slice the red apple" -> "slice red apple");
+- ``pick``: a word looked up in a table learned from the successful runs, keyed by the
+  heads of the read lines that mention another slot's value, or by that value itself
+  ("cook <read1> in <pick1>": "roast ..." -> oven, "grill ..." -> toaster).
+
+An action repeated word for word by most runs stays a constant step. Steps are ordered by
+where they happen in the runs; a skill is followed by taking, at each point, the earliest
+step that binds to an available action not taken yet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lightmem.fluxmem.types import Node
+
+_STOP = frozenset("a an the in on to of with from into at and or for is it".split())
+_SLOT = re.compile(r"<(read|seen|head|pick)(\d+)>")
+_SPLIT = re.compile(r"\n+|\s{2,}|(?<=[.:;!?])\s+")
+MAX_SPAN = 4
+#: Least share of a key's examples that must agree on one value for ``pick`` to use it.
+PURITY = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run: its actions and, for each, the texts read so far and the observation the
+    action was taken on."""
+
+    actions: Sequence[str]
+    reads: Sequence[Sequence[str]]
+    observations: Sequence[str]
+
+
+def lines(texts: Iterable[str]) -> list[str]:
+    """Read texts split into lines (a recipe's directions, a map's sentences)."""
+    out = []
+    for t in texts:
+        out += [x.strip().lower() for x in _SPLIT.split(t) if x.strip()]
+    return out
+
+
+def _has(text: str, phrase: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(phrase.lower())}(?![\w-])", text) is not None
+
+
+def _heads(read_lines: Sequence[str], value: str) -> list[str]:
+    """First words of the read lines that mention ``value`` after their first word."""
+    v = value.lower()
+    return [
+        ln.split()[0] for ln in read_lines if ln.split() and _has(ln, v) and not ln.startswith(v)
+    ]
+
+
+def abstract(action: str, reads: Sequence[str], observation: str) -> tuple[str, list[str]]:
+    """``("slice red apple", reads) -> ("<head1> <read1>", ["slice", "red apple"])``."""
+    words = action.split()
+    read_lines = lines(reads)
+    read_text = "\n".join(read_lines)
+    obs = observation.lower()
+    parts: list[tuple[str, str]] = []  # (kind or "", text)
+    i = 1 if words else 0
+    if words:
+        parts.append(("", words[0]))
+    while i < len(words):
+        for j in range(min(len(words), i + MAX_SPAN), i, -1):
+            phrase = " ".join(words[i:j])
+            if all(w.lower() in _STOP for w in words[i:j]):
+                continue
+            kind = "read" if _has(read_text, phrase) else "seen" if _has(obs, phrase) else ""
+            if kind:
+                parts.append((kind, phrase))
+                i = j
+                break
+        else:
+            parts.append(("", words[i]))
+            i += 1
+    read_vals = [t for k, t in parts if k == "read"]
+    if parts and any(parts[0][1].lower() in _heads(read_lines, v) for v in read_vals):
+        parts[0] = ("head", parts[0][1])
+    counts: Counter[str] = Counter()
+    tokens, values = [], []
+    for kind, text in parts:
+        if kind:
+            counts[kind] += 1
+            tokens.append(f"<{kind}{counts[kind]}>")
+            values.append(text)
+        else:
+            tokens.append(text)
+    return " ".join(tokens), values
+
+
+@dataclass
+class _Seen:
+    episodes: set[int]
+    positions: list[float]
+    instances: list[tuple[list[str], list[str]]]  # (values, read lines)
+
+
+def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[str, Any]]:
+    """Steps and slot rules shared by at least ``quorum`` of the runs (at least one).
+
+    Returns ``(steps, slots)`` where ``slots[step]`` maps each slot of a templated step to
+    its rule (``{"fill": "pick", "of": "read1", "table": {key: {value: n}}}``)."""
+    if not runs:
+        return [], {}
+    need = max(1.0, quorum * len(runs))
+    exact: dict[str, _Seen] = {}
+    for e, run in enumerate(runs):
+        n = max(1, len(run.actions) - 1)
+        for k, act in enumerate(run.actions):
+            _note(exact, act.strip(), e, k / n, [], [])
+    # A constant step is one most runs repeat word for word (and more than one run, if
+    # there are several: a value seen once is not yet a constant).
+    need_const = max(need, len(runs) / 2, min(2, len(runs)))
+    constant = {a for a, s in exact.items() if len(s.episodes) >= need_const}
+    shapes: dict[str, _Seen] = {}  # what varies: the actions that are not constant steps
+    for e, run in enumerate(runs):
+        n = max(1, len(run.actions) - 1)
+        for k, act in enumerate(run.actions):
+            if act.strip() not in constant:
+                skel, values = abstract(act, run.reads[k], run.observations[k])
+                _note(shapes, skel, e, k / n, values, lines(run.reads[k]))
+    steps: list[tuple[float, str]] = [(_mean(exact[a].positions), a) for a in constant]
+    slots: dict[str, Any] = {}
+    merged = _merge_picks(shapes, need)
+    for skel, seen in merged.items():
+        instances = seen.instances
+        if len(seen.episodes) < need or "<" not in skel or not instances:
+            continue
+        rules = _rules(skel, instances)
+        if rules is None:
+            continue
+        step, rules = _collapse(skel, rules, instances)
+        if step in constant or step in slots:
+            continue
+        slots[step] = rules
+        steps.append((_mean(seen.positions), step))
+    steps.sort()
+    return [s for _, s in steps], {s: slots[s] for _, s in steps if s in slots}
+
+
+def _note(
+    into: dict[str, _Seen], key: str, e: int, pos: float, values: list[str], rl: list[str]
+) -> None:
+    seen = into.setdefault(key, _Seen(set(), [], []))
+    if e not in seen.episodes:
+        seen.positions.append(pos)
+    seen.episodes.add(e)
+    seen.instances.append((values, rl))
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _merge_picks(shapes: dict[str, _Seen], need: float) -> dict[str, _Seen]:
+    """Skeletons that differ in one constant word ("cook <read1> in oven" / "... toaster")
+    and are too rare alone become one step with a ``pick`` slot there."""
+    out = {k: v for k, v in shapes.items() if len(v.episodes) >= need}
+    groups: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for skel in shapes:
+        toks = skel.split()
+        if not any(_SLOT.fullmatch(t) for t in toks):
+            continue
+        for p in range(1, len(toks)):
+            if not _SLOT.fullmatch(toks[p]):
+                groups[(" ".join([*toks[:p], "*", *toks[p + 1 :]]), p)].append(skel)
+    for (wild, p), members in groups.items():
+        if len(members) < 2:
+            continue
+        eps = set().union(*(shapes[m].episodes for m in members))
+        if len(eps) < need:
+            continue
+        merged = _Seen(eps, [], [])
+        for m in members:
+            word = m.split()[p]
+            merged.positions += shapes[m].positions
+            merged.instances += [(_insert(wild, v, word), r) for v, r in shapes[m].instances]
+            out.pop(m, None)
+        out[wild.replace("*", "<pick1>")] = merged
+    return out
+
+
+def _insert(wild: str, values: list[str], word: str) -> list[str]:
+    """Values in token order with the picked word placed where the wildcard is."""
+    out, it = [], iter(values)
+    for t in wild.split():
+        if t == "*":
+            out.append(word)
+        elif _SLOT.fullmatch(t):
+            out.append(next(it))
+    return out
+
+
+def _rules(skel: str, instances: list[tuple[list[str], list[str]]]) -> dict[str, Any] | None:
+    names = [m.group(0)[1:-1] for m in _SLOT.finditer(skel)]
+    rules: dict[str, Any] = {}
+    read = next((n for n in names if n.startswith("read")), None)
+    seen = next((n for n in names if n.startswith("seen")), None)
+    for n in names:
+        if n.startswith(("read", "seen")):
+            rules[n] = {"fill": n.rstrip("0123456789")}
+        elif n.startswith("head"):
+            if read is None:
+                return None
+            rules[n] = {"fill": "head", "of": read}
+        else:
+            of = read or seen
+            if of is None:
+                return None
+            table: dict[str, Counter[str]] = defaultdict(Counter)
+            for values, rl in instances:
+                v = dict(zip(names, values, strict=True))
+                for key in _keys(of, v[of], rl):
+                    table[key][v[n]] += 1
+            rules[n] = {"fill": "pick", "of": of, "table": {k: dict(c) for k, c in table.items()}}
+    return rules
+
+
+def _keys(of: str, value: str, read_lines: Sequence[str]) -> list[str]:
+    return _heads(read_lines, value) if of.startswith("read") else [value.lower()]
+
+
+def _collapse(
+    skel: str, rules: dict[str, Any], instances: list[tuple[list[str], list[str]]]
+) -> tuple[str, dict[str, Any]]:
+    """A read/seen slot that always took the same value is a constant word again."""
+    names = [m.group(0)[1:-1] for m in _SLOT.finditer(skel)]
+    for idx, n in enumerate(names):
+        vals = {v[idx].lower() for v, _ in instances}
+        used_by = [r for r in rules.values() if r.get("of") == n]
+        if len(vals) == 1 and rules[n]["fill"] in ("read", "seen") and not used_by:
+            skel = skel.replace(f"<{n}>", instances[0][0][idx], 1)
+            del rules[n]
+    return skel, rules
+
+
+def bind(
+    step: str,
+    rules: Mapping[str, Any],
+    valid: Sequence[str],
+    reads: Sequence[str],
+    observation: str,
+) -> list[str]:
+    """The valid actions this step allows now, in the order given."""
+    if "<" not in step:
+        return [a for a in valid if a == step]
+    names = [m.group(0)[1:-1] for m in _SLOT.finditer(step)]
+    pattern = re.compile(
+        "".join(
+            "(.+?)" if _SLOT.fullmatch(t) else re.escape(t) for t in re.split(r"(<\w+>)", step)
+        ),
+        re.I,
+    )
+    read_lines = lines(reads)
+    read_text = "\n".join(read_lines)
+    obs = observation.lower()
+    out = []
+    for action in valid:
+        m = pattern.fullmatch(action)
+        if m is None:
+            continue
+        v = dict(zip(names, m.groups(), strict=True))
+        if all(_fits(n, v, rules.get(n, {}), read_lines, read_text, obs) for n in names):
+            out.append(action)
+    return out
+
+
+def _fits(
+    n: str,
+    v: Mapping[str, str],
+    rule: Mapping[str, Any],
+    read_lines: Sequence[str],
+    read_text: str,
+    obs: str,
+) -> bool:
+    fill, value = rule.get("fill"), v[n]
+    if fill == "read":
+        return _has(read_text, value)
+    if fill == "seen":
+        return True  # a valid action only names what the agent can see or holds
+    of = str(rule.get("of", ""))
+    if fill == "head":
+        return value.lower() in _heads(read_lines, v.get(of, ""))
+    if fill == "pick":
+        return pick(rule, _keys(of, v.get(of, ""), read_lines)) == value.lower()
+    return False
+
+
+def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    """The value the learned table gives for the most decisive of ``keys``."""
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    best: tuple[float, int, str] | None = None
+    for key in keys:
+        counts = table.get(key)
+        if not counts:
+            continue
+        value, n = max(counts.items(), key=lambda kv: kv[1])
+        share = n / sum(counts.values())
+        if share >= PURITY and (best is None or (share, n) > best[:2]):
+            best = (share, n, value.lower())
+    return best[2] if best else None
+
+
+def episode_run(node: Node, *, only_ending: tuple[str, ...] = ()) -> Run | None:
+    """An episode's trajectory with what the agent had read before each action (the task
+    and the documents read earlier, or every earlier observation if it named none) and the
+    observation it acted on, if it recorded them.
+    ``only_ending`` keeps only the actions whose observation ends with one of those texts
+    (and the actions that read a document)."""
+    acts = [str(a) for a in node.data.get("trajectory", [])]
+    obs = [str(o) for o in node.data.get("observations", [])]
+    if not acts or len(obs) != len(acts):
+        return None
+    task = str(node.data.get("task", node.text))
+    docs = [str(r) for r in node.data.get("reads", [])]
+    docs = docs if len(docs) == len(acts) else obs  # no documents named: all it saw
+    reads = [[task, *filter(None, docs[:k])] for k in range(len(acts))]
+    before = [task, *obs[:-1]]
+    keep = [
+        k
+        for k in range(len(acts))
+        if not only_ending or obs[k].endswith(only_ending) or (docs is not obs and docs[k])
+    ]
+    if not keep:
+        return None
+    return Run([acts[k] for k in keep], [reads[k] for k in keep], [before[k] for k in keep])
