@@ -94,7 +94,7 @@ def token_ratio(path: Path) -> dict[str, Any]:
     }
 
 
-def _bigram_words(run: str, lang_: lang.Lang) -> list[tuple[str, int]]:
+def _bigram_words(run: str, lang_: str) -> list[tuple[str, int]]:
     return [(run, 0)]
 
 

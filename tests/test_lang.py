@@ -133,9 +133,12 @@ def test_long_messages_compress_in_one_pass(compressor: EntropyCompressor) -> No
     t0 = time.perf_counter()
     out = compressor.compress(en)
     assert "12" in out and "Boston" in out
-    zh = (ZH * 2_000)[:30_000]
+    # past DICT_SEGMENT_MAX_CHARS a message is cut by script runs, not the dictionary
+    zh = (ZH + "我的猫叫小橘。") * (lang.DICT_SEGMENT_MAX_CHARS // 20)
+    assert len(zh) > lang.DICT_SEGMENT_MAX_CHARS
     out = compressor.compress(zh)
-    assert out.count("杭州") == zh.count("杭州")
+    assert out.count("杭州") == zh.count("杭州") and out.count("小橘") == zh.count("小橘")
+    assert len(lang.index_terms(zh)) > len(zh) // 2
     assert time.perf_counter() - t0 < 60
 
 

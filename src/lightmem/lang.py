@@ -40,6 +40,10 @@ _RUN_RE = re.compile(
 # Detection reads this many characters: enough for any message's script, bounded for
 # a 1,000,000-character one.
 _DETECT_CHARS = 4096
+# Dictionary segmentation runs at roughly 25-100k characters a second (pure Python); a
+# longer message (a pasted document) is cut into script runs and bigrams instead, which is
+# regex-fast, so ingesting it stays bounded.
+DICT_SEGMENT_MAX_CHARS = 100_000
 
 # Chinese particles and Japanese particles / copulas / auxiliary endings carry no fact a
 # question asks about. Pronouns and negations are deliberately absent ("我", "不", "没",
@@ -125,8 +129,9 @@ class _Jieba:
 _JIEBA = _Jieba()
 
 
-def _han_words(run: str, lang: Lang) -> list[tuple[str, int]]:
-    """Words of a run of Han characters, with offsets inside the run."""
+def _han_words(run: str, lang: Lang | Literal["long"]) -> list[tuple[str, int]]:
+    """Words of a run of Han characters, with offsets inside the run ("zh" only; any
+    other language, or "long", keeps the run whole)."""
     if lang != "zh" or len(run) == 1:
         return [(run, 0)]
     return [(w, s) for w, s, _ in _JIEBA.get().tokenize(run, HMM=True)]
@@ -136,6 +141,7 @@ def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
     """The words of ``text`` in order (case kept), segmented by its language."""
     if lang is None:
         lang = detect(text)
+    seg: Lang | Literal["long"] = "long" if len(text) > DICT_SEGMENT_MAX_CHARS else lang
     for m in WORD_RE.finditer(text):
         word = m.group()
         if word.isascii() or not CJK_RE.search(word):
@@ -146,7 +152,7 @@ def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
             if not CJK_RE.match(run):
                 yield Token(run, base, False)
             elif _HAN_RE.match(run):
-                for w, s in _han_words(run, lang):
+                for w, s in _han_words(run, seg):
                     yield Token(w, base + s, True)
             else:
                 yield Token(run, base, True)
@@ -175,7 +181,9 @@ def index_terms(text: str) -> list[str]:
     low = text.lower()
     if low.isascii() or not CJK_RE.search(low):
         return _PLAIN_TERMS.findall(low)
-    lang = detect(low)
+    lang: Lang | Literal["long"] = detect(low)
+    if len(low) > DICT_SEGMENT_MAX_CHARS:
+        lang = "long"
     out: list[str] = []
     for m in _PLAIN_TERMS.finditer(low):
         word = m.group()
