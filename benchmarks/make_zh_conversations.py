@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the conversations are data, one turn per line)
 """Writes tests/fixtures/zh_conversations.json: Chinese multi-session conversations in the
 LoCoMo file format (evidence ids, categories), written for lightmem's language tests.
 
