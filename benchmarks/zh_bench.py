@@ -45,11 +45,14 @@ def run(path: Path, embedder: str, budget: int, mode: str) -> dict[str, Any]:
                 ingest += time.perf_counter() - t0
                 for qa in sample["qa"]:
                     ev = evidence_ids(qa["evidence"])
-                    res = mem.retrieve(
-                        qa["question"], limit=200, budget_tokens=budget, mode=mode
-                    )
-                    got = {s for r in res for e in (r.entry, *r.related) if e.kind == "entry"
-                           for s in e.source_ids}
+                    res = mem.retrieve(qa["question"], limit=200, budget_tokens=budget, mode=mode)
+                    got = {
+                        s
+                        for r in res
+                        for e in (r.entry, *r.related)
+                        if e.kind == "entry"
+                        for s in e.source_ids
+                    }
                     ctx = mem.format_context(res)
                     rows.append(
                         {
