@@ -135,7 +135,7 @@ def test_bad_update_parameters(filled: LightMemory) -> None:
         ({"index_strategy": "embedding", "retrieve_strategy": "hybrid"}, "retrieve_strategy"),
         ({"text_embedder": {"model_name": "huggingface"}}, "text_embedder.configs.model"),
         ({"text_embedder": {"configs": {"embedding_dims": 300}}}, "embedding_dims"),
-        ({"embedding_retriever": {"model_name": "qdrant"}}, "embedding_retriever.model_name"),
+        ({"embedding_retriever": {"model_name": "milvus"}}, "embedding_retriever.model_name"),
         ({"memory_manager": {"model_name": "anthropic"}}, "memory_manager.model_name"),
         ({"memory_manager": {"model_name": "openai", "configs": {"modle": "x"}}}, "modle"),
         ({"topic_segmenter": {"configs": {"window": 0}}}, "topic_segmenter.configs.window"),

@@ -3,11 +3,13 @@ backend instances from it. This is the only place where names become instances."
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
+from lightmem.config_section import ConfigSection
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError
 from lightmem.ledger import Ledger
@@ -22,92 +24,15 @@ from lightmem.pipeline.retrieve import RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
 from lightmem.store.base import MemoryStore
 
-T = TypeVar("T")
-
 INDEX_STRATEGIES = ("embedding", "context", "hybrid")
 RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
-
-
-class _Section:
-    """A config mapping read key by key; ``done()`` rejects every key nobody read."""
-
-    def __init__(self, raw: object, path: str) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{path}: expected a mapping, got {type(raw).__name__}")
-        for key in raw:
-            if not isinstance(key, str):
-                raise ConfigError(f"{path}: keys must be strings, got {key!r}")
-        self._raw = dict(raw)
-        self._path = path
-        self._seen: set[str] = set()
-
-    def _name(self, key: str) -> str:
-        return f"{self._path}.{key}" if self._path else key
-
-    def _get(self, key: str, default: T, types: type | tuple[type, ...]) -> T:
-        self._seen.add(key)
-        if key not in self._raw or self._raw[key] is None:
-            return default
-        value = self._raw[key]
-        if isinstance(value, bool) and bool not in (
-            types if isinstance(types, tuple) else (types,)
-        ):
-            raise ConfigError(f"{self._name(key)}: expected {_tname(types)}, got a boolean")
-        if not isinstance(value, types):
-            raise ConfigError(
-                f"{self._name(key)}: expected {_tname(types)}, got {type(value).__name__}"
-            )
-        return value  # type: ignore[return-value]
-
-    def get_bool(self, key: str, default: bool) -> bool:
-        return self._get(key, default, bool)
-
-    def get_str(self, key: str, default: str) -> str:
-        return self._get(key, default, str)
-
-    def get_choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
-        value = self.get_str(key, default)
-        if value not in allowed:
-            raise ConfigError(f"{self._name(key)}: {value!r} is not one of {', '.join(allowed)}")
-        return value
-
-    def get_int(self, key: str, default: int, lo: int, hi: int) -> int:
-        value = self._get(key, default, int)
-        if not lo <= value <= hi:
-            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
-        return value
-
-    def get_opt_int(self, key: str, lo: int, hi: int) -> int | None:
-        value = self._get(key, None, int)
-        if value is not None and not lo <= value <= hi:
-            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
-        return value
-
-    def get_float(self, key: str, default: float, lo: float, hi: float) -> float:
-        value = float(self._get(key, default, (int, float)))
-        if not lo <= value <= hi:
-            raise ConfigError(f"{self._name(key)}: {value} is outside [{lo}, {hi}]")
-        return value
-
-    def section(self, key: str) -> _Section:
-        self._seen.add(key)
-        return _Section(self._raw.get(key), self._name(key))
-
-    def done(self) -> None:
-        unknown = sorted(set(self._raw) - self._seen)
-        if unknown:
-            where = f" in {self._path}" if self._path else ""
-            raise ConfigError(
-                f"{self._name(unknown[0])}: unknown or unsupported config key{where} "
-                f"(supported: {', '.join(sorted(self._seen))})"
-            )
-
-
-def _tname(types: type | tuple[type, ...]) -> str:
-    ts = types if isinstance(types, tuple) else (types,)
-    return " or ".join(t.__name__ for t in ts)
+EMBEDDERS = ("wordllama", "huggingface", "openai", "use-multilingual", "e5-small", "multilingual")
+# The published vector-store names: each maps to the configured store (module docstring).
+VECTOR_RETRIEVERS = ("sqlite", "qdrant", "faiss", "FAISS")
+# ``text_embedder: {model_name: "multilingual"}``: the multilingual embedder chosen by
+# measurement (README, "Languages").
+MULTILINGUAL_EMBEDDER = "use-multilingual"
+_log = logging.getLogger("lightmem.config")
 
 
 @dataclass(frozen=True)
@@ -134,6 +59,8 @@ class Settings:
 
     store_provider: str = "sqlite"
     store_path: str = "lightmem.db"
+    #: A folder to create for the store file (a published Qdrant/FAISS ``path`` is one).
+    store_folder: str = ""
     store_dsn: str = ""
     store_schema: str = "lightmem"
     store_pool_size: int = 8
@@ -163,12 +90,15 @@ class Settings:
     extraction_mode: str = "flat"
     sensory_buffer_tokens: int = 512
     short_term_tokens: int = 1024
+    #: How published settings with no backend of their own were mapped (also logged).
+    notes: tuple[str, ...] = ()
 
 
 def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     """Validate a config dict; every key must be known and well-typed."""
-    root = _Section(raw, "")
+    root = ConfigSection(raw, "")
     s: dict[str, Any] = {}
+    notes: list[str] = []
 
     s["pre_compress"] = root.get_bool("pre_compress", True)
     pc = root.section("pre_compressor")
@@ -204,7 +134,11 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     s["topic_segment"] = root.get_bool("topic_segment", True)
     s["precomp_topic_shared"] = root.get_bool("precomp_topic_shared", False)
     ts = root.section("topic_segmenter")
-    ts.get_choice("model_name", "embedding", ("embedding",))
+    if ts.get_choice("model_name", "embedding", ("embedding", "llmlingua-2")) == "llmlingua-2":
+        notes.append(
+            "topic_segmenter.model_name: 'llmlingua-2' segments by embedding similarity of "
+            "consecutive turns here (the published segmenter's attention model is not used)"
+        )
     tc = ts.section("configs")
     s["segmenter"] = SegmenterConfig(
         window=tc.get_int("window", 2, 1, 16),
@@ -220,6 +154,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         "messages_use", "hybrid", ("user_only", "assistant_only", "hybrid")
     )
     s["text_summary"] = root.get_bool("text_summary", True)
+    notes += _published_extras(root)
     mm = root.section("memory_manager")
     s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline", "openai"))
     mmc = mm.section("configs")
@@ -247,7 +182,9 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
 
     s["index_strategy"] = root.get_choice("index_strategy", "hybrid", INDEX_STRATEGIES)
     te = root.section("text_embedder")
-    s["embedder"] = te.get_choice("model_name", "wordllama", ("wordllama", "huggingface", "openai"))
+    s["embedder"] = te.get_choice("model_name", "wordllama", EMBEDDERS)
+    if s["embedder"] == "multilingual":
+        s["embedder"] = MULTILINGUAL_EMBEDDER
     tec = te.section("configs")
     s["embedder_model"] = tec.get_str("model", "")
     s["embedding_dims"] = tec.get_opt_int("embedding_dims", 1, 65536)
@@ -282,11 +219,11 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     )
     rv.done()
     cr = root.section("context_retriever")
-    cr.get_choice("model_name", "bm25", ("bm25", "fts5"))
+    cr.get_choice("model_name", "bm25", ("bm25", "BM25", "fts5"))
     cr.section("configs").done()
     cr.done()
 
-    s.update(_store(root))
+    s.update(_store(root, notes))
 
     s["update"] = root.get_choice("update", "offline", ("offline", "online"))
     s["extraction_mode"] = root.get_choice("extraction_mode", "flat", ("flat", "event"))
@@ -302,20 +239,87 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     s["short_term_tokens"] = stm.get_int("max_tokens", 1024, 16, 10_000_000)
     stm.done()
     root.done()
-    return Settings(**s)
+    for note in notes:
+        _log.info("config: %s", note)
+    return Settings(**s, notes=tuple(notes))
 
 
-def _store(root: _Section) -> dict[str, Any]:
-    er = root.section("embedding_retriever")
-    er.get_choice("model_name", "sqlite", ("sqlite",))
+def _published_extras(root: ConfigSection) -> list[str]:
+    """Published top-level keys that select nothing here; each is checked and noted."""
+    notes = []
+    if root.get_bool("metadata_generate", True):
+        notes.append(
+            "metadata_generate: entries always carry the messages' speaker, time, topic and "
+            "source ids; an LLM memory_manager also writes keywords"
+        )
+    threshold = root.get_number("extract_threshold")
+    if threshold is not None:
+        if not 0 <= float(threshold) <= 1:
+            raise ConfigError(f"extract_threshold: {threshold} is outside [0, 1]")
+        notes.append(
+            f"extract_threshold: {threshold} not applied; extraction runs when "
+            "short_term_memory.max_tokens fill up or on add_memory(force_extract=True)"
+        )
+    lg = root.section("logging")
+    level = lg.get_choice("level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+    file_enabled = lg.get_bool("file_enabled", False)
+    log_dir = lg.get_str("log_dir", "")
+    lg.get_bool("console_enabled", True)
+    lg.done()
+    if lg.given():
+        notes.append(
+            f"logging: lightmem logs to the standard 'lightmem' logger; set its level "
+            f"({level}) and handlers{' (a file in ' + log_dir + ')' if file_enabled else ''} "
+            "in the application, e.g. logging.getLogger('lightmem').setLevel(...)"
+        )
+    return notes
+
+
+def _vector_retriever(root: ConfigSection, key: str, notes: list[str]) -> tuple[str, bool]:
+    """Read one published retriever section (``embedding_retriever``,
+    ``summary_retriever``); returns the store path it names (or "") and whether that path
+    lies in a folder the user named for a vector database (to be created)."""
+    er = root.section(key)
+    name = er.get_choice("model_name", "sqlite", VECTOR_RETRIEVERS)
     erc = er.section("configs")
-    path_a = erc.get_str("path", "")
+    path = erc.get_str("path", "")
+    collection = erc.get_str("collection_name", "")
+    dims = erc.get_opt_int("embedding_model_dims", 1, 65536)
+    erc.get_bool("on_disk", True)
     erc.done()
     er.done()
+    if name == "sqlite" or not er.given():
+        return path, False
+    # Qdrant and FAISS take a folder per collection; the store puts one SQLite file
+    # (vectors, BM25 and entries together) in that folder, named after the collection.
+    if path:
+        path = os.path.join(path, f"{collection or 'lightmem'}.db")
+    notes.append(
+        f"{key}.model_name: {name!r} is served by the configured store (SQLite by default"
+        f"{', file ' + path if path else ''}): one store holds vectors, BM25 and entries"
+        + (
+            f"; embedding_model_dims {dims} is not needed (the store takes the embedder's)"
+            if dims
+            else ""
+        )
+    )
+    return path, bool(path)
+
+
+def _store(root: ConfigSection, notes: list[str]) -> dict[str, Any]:
+    path_a, folder_a = _vector_retriever(root, "embedding_retriever", notes)
+    path_summary, folder_s = _vector_retriever(root, "summary_retriever", notes)
+    if path_summary and path_a and path_summary != path_a:
+        notes.append(
+            f"summary_retriever.configs.path: summaries are kept beside the entries in "
+            f"{path_a}, not in {path_summary}"
+        )
+    folder = folder_a if path_a else folder_s
+    path_a = path_a or path_summary
     st = root.section("store")
     env_dsn = os.environ.get("LIGHTMEM_PG_DSN", "")
     # The environment picks PostgreSQL only when the config names no store of its own.
-    default = "postgres" if env_dsn and not st._raw and not path_a else "sqlite"
+    default = "postgres" if env_dsn and not st.given() and not path_a else "sqlite"
     provider = st.get_choice("provider", default, ("sqlite", "postgres"))
     out: dict[str, Any] = {"store_provider": provider}
     if provider == "sqlite":
@@ -323,6 +327,8 @@ def _store(root: _Section) -> dict[str, Any]:
         if path_a and path_b and path_a != path_b:
             raise ConfigError("store.path: differs from embedding_retriever.configs.path; give one")
         out["store_path"] = path_b or path_a or os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+        if folder and not path_b:
+            out["store_folder"] = os.path.dirname(path_a)
     else:
         out["store_dsn"] = st.get_str("dsn", env_dsn)
         if not out["store_dsn"]:
@@ -336,6 +342,16 @@ def _store(root: _Section) -> dict[str, Any]:
 
 # -- building instances (the edge) --------------------------------------------------------
 def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
+    if s.embedder == "use-multilingual":
+        from lightmem.embed.use_multilingual import USEMultilingualEmbedder
+
+        _no_dims(s, USEMultilingualEmbedder.dim)
+        return USEMultilingualEmbedder(ledger=ledger)
+    if s.embedder == "e5-small":
+        from lightmem.embed.e5 import E5SmallEmbedder
+
+        _no_dims(s, E5SmallEmbedder.dim)
+        return E5SmallEmbedder(ledger=ledger)
     if s.embedder == "wordllama":
         from lightmem.embed.wordllama import WordLlamaEmbedder
 
@@ -362,6 +378,14 @@ def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
         api_key=s.embedder_api_key,
         ledger=ledger,
     )
+
+
+def _no_dims(s: Settings, dim: int) -> None:
+    if s.embedding_dims is not None and s.embedding_dims != dim:
+        raise ConfigError(
+            f"text_embedder.configs.embedding_dims: {s.embedding_dims} but {s.embedder} "
+            f"produces {dim}"
+        )
 
 
 def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
@@ -406,4 +430,11 @@ def build_store(s: Settings) -> MemoryStore:
         )
     from lightmem.store.sqlite import SQLiteStore
 
+    if s.store_folder:
+        try:
+            os.makedirs(s.store_folder, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"embedding_retriever.configs.path: cannot create {s.store_folder!r}: {exc}"
+            ) from exc
     return SQLiteStore(s.store_path)

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import math
-import re
 
-WORD_RE = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+from lightmem import lang
+from lightmem.lang import WORD_RE
+
+__all__ = [
+    "NEGATIONS",
+    "QUANTITIES",
+    "STOPWORDS",
+    "TOKENS_PER_WORD",
+    "WORD_RE",
+    "content_terms",
+    "estimate_tokens",
+    "words",
+]
 
 # Function words that carry no retrievable content. Negations are deliberately absent:
 # dropping "not" or "never" would invert a memory's meaning.
@@ -40,20 +51,33 @@ TOKENS_PER_WORD = 1.3
 
 
 def words(text: str) -> list[str]:
-    """Word tokens of ``text`` in order, case preserved."""
-    return WORD_RE.findall(text)
+    """Word tokens of ``text`` in order, case preserved (Chinese and Japanese segmented,
+    see :mod:`lightmem.lang`)."""
+    return lang.words(text)
 
 
 def content_terms(text: str) -> list[str]:
     """Lower-cased words of ``text`` without stopwords, in order, duplicates removed."""
     seen: dict[str, None] = {}
     for w in words(text.lower()):
-        if w not in STOPWORDS and w not in seen:
-            seen[w] = None
+        if w in STOPWORDS or w in seen:
+            continue
+        if w in lang.CJK_FUNCTION_WORDS or w in lang.CJK_QUESTION_WORDS:
+            continue
+        seen[w] = None
     return list(seen)
 
 
 def estimate_tokens(text: str) -> int:
-    """Approximate LLM tokens of ``text`` (whitespace words x 1.3, the LoCoMo convention)."""
-    n = len(text.split())
-    return math.ceil(n * TOKENS_PER_WORD) if n else 0
+    """Approximate LLM tokens of ``text``, counted per script.
+
+    Space-delimited text: whitespace words x 1.3 (the LoCoMo convention, so English budgets
+    and baselines are unchanged). Han, kana and Hangul: one token per character, which is
+    what an LLM tokenizer spends on them (cl100k_base: about 1.2 per Chinese character on
+    the Chinese fixtures, see the README), plus the words x 1.3 of whatever else the text
+    holds.
+    """
+    cjk = lang.cjk_chars(text)
+    rest = lang.strip_cjk(text) if cjk else text
+    n = len(rest.split())
+    return (math.ceil(n * TOKENS_PER_WORD) if n else 0) + cjk

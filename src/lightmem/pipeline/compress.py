@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from lightmem import lang as L
 from lightmem.errors import BackendError, ConfigError
 from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE
 
@@ -32,10 +35,17 @@ class EntropyCompressor:
     """Keeps the ``rate`` share of words with the highest surprisal, in their original order.
 
     Surprisal comes from the word-frequency model shipped in ``wordfreq`` (-log10 of the
-    word's frequency in a large English corpus), so it loads offline in milliseconds.
-    Numbers and quantity words, capitalised words (names, places) and negations are always
-    kept: they carry the facts a question asks about, and dropping a negation would invert
-    a memory.
+    word's frequency in a large corpus of the word's language), so it loads offline in
+    milliseconds. Numbers and quantity words, capitalised words (names, places) and
+    negations are always kept: they carry the facts a question asks about, and dropping a
+    negation would invert a memory.
+
+    Scripts without case (Chinese, Japanese) cannot mark names by a capital, and a clause
+    there is one or two whitespace "words", so a rate would drop whole clauses: a message
+    in them (see :func:`lightmem.lang.detect`) keeps every word but the function words
+    (particles such as 的, 了, は, を) and its clause punctuation, whatever the rate.
+    Korean keeps its words whole (their particles are attached). Both paths are one pass
+    over the text plus a sort of its words: linear up to the sort, for any length.
     """
 
     name = "entropy"
@@ -60,13 +70,28 @@ class EntropyCompressor:
         cached = self._cache.get(w)
         if cached is None:
             # zipf = log10(frequency per billion words); 8 is above the most common word.
-            cached = 0.0 if w in STOPWORDS else 8.0 - float(self._zipf(w, self._lang))
+            if w in STOPWORDS or w in L.CJK_FUNCTION_WORDS:
+                cached = 0.0
+            else:
+                wl = self._word_lang(w)
+                cached = 8.0 if wl is None else 8.0 - float(self._zipf(w, wl))
             if len(self._cache) < 200_000:
                 self._cache[w] = cached
         return cached
 
+    def _word_lang(self, w: str) -> str | None:
+        """wordfreq's language for ``w``; None where no frequency list is usable."""
+        if not L.has_cjk(w):
+            return self._lang
+        # wordfreq ranks Chinese with jieba; Japanese and Korean need MeCab, which is not
+        # installed, so their words count as unseen (rare, so kept) rather than failing.
+        return "zh" if L.detect(w) == "zh" else None
+
     def compress(self, text: str) -> str:
-        spans = [(m.group(), _sentence_start(text, m.start())) for m in WORD_RE.finditer(text)]
+        lang = L.detect(text)
+        if lang != "en":
+            return _compress_uncased(text, lang)
+        spans = list(_words_with_starts(text))
         if not spans:
             return text.strip()
         toks = [t for t, _ in spans]
@@ -81,9 +106,51 @@ class EntropyCompressor:
         return " ".join(t for i, t in enumerate(toks) if forced[i] or i in chosen)
 
 
-def _sentence_start(text: str, pos: int) -> bool:
-    before = text[:pos].rstrip(" \t\"'“‘(")
-    return not before or before[-1] in ".!?\n"
+_SPACES = re.compile(r"\s+")
+_SKIP_BEFORE = " \t\"'“‘("
+
+
+def _words_with_starts(text: str) -> Iterator[tuple[str, bool]]:
+    """Each word and whether it opens a sentence, in one pass (only the gap since the
+    previous word is looked at, so a 1,000,000-character message stays linear)."""
+    prev_end = 0
+    for m in WORD_RE.finditer(text):
+        gap = text[prev_end : m.start()].rstrip(_SKIP_BEFORE)
+        # with no gap, either nothing or a word comes right before it
+        initial = gap[-1] in ".!?\n" if gap else prev_end == 0
+        yield m.group(), initial
+        prev_end = m.end()
+
+
+def _compress_uncased(text: str, lang: L.Lang) -> str:
+    """Drop function words; keep every other word, numbers and the clause punctuation."""
+    out: list[str] = []
+    prev_end = 0
+    for tok in L.tokens(text, lang):
+        gap = _SPACES.sub(" ", text[prev_end : tok.start])  # punctuation, spaces collapsed
+        mark = gap.strip()
+        if mark:
+            out.append(gap.lstrip() if not out or out[-1].endswith(" ") else gap)
+        elif prev_end < tok.start and out and not out[-1].endswith(" "):
+            out.append(" ")
+        prev_end = tok.start + len(tok.text)
+        low = tok.text.lower()
+        if tok.cjk and low in L.CJK_FUNCTION_WORDS:
+            continue
+        if not tok.cjk and low in STOPWORDS and low not in NEGATIONS:
+            continue
+        if mark == "" and out and not out[-1].endswith(" ") and _needs_space(out[-1], tok):
+            out.append(" ")
+        out.append(tok.text)
+    tail = _SPACES.sub(" ", text[prev_end:]).rstrip()
+    if tail:
+        out.append(tail)
+    return "".join(out).strip() or text.strip()
+
+
+def _needs_space(before: str, tok: L.Token) -> bool:
+    """Two Latin words (or numbers) that end up adjacent need a space between them."""
+    return not tok.cjk and not L.has_cjk(before[-1:]) and before[-1:].isalnum()
 
 
 def _forced(tok: str, sentence_initial: bool) -> bool:

