@@ -104,7 +104,7 @@ def test_fluxmem_text_fields_are_checked(tmp_path: Path, mem: LightMemory) -> No
         agent.add_knowledge("Maya is a nurse.", source="wiki\x00")
     with pytest.raises(InvalidInputError, match=r"^text_or_docs\[0\]\.source"):
         agent.add_knowledge([{"text": "Maya is a nurse.", "source": "s\ud800"}])
-    with pytest.raises(InvalidInputError, match=r"^skill"):
+    with pytest.raises(InvalidInputError, match=r"^steps\[0\]"):
         agent.add_skill("lookup", ["open \ud800 table"])
     session = agent.start_task("find Maya's job")
     with pytest.raises(InvalidInputError, match=r"^result\.actions\[0\]"):

@@ -63,7 +63,7 @@ def child(path: str, run: str, batches: int, size: int, llm_url: str | None) -> 
 
 
 #: A kill comes after 1 to this many acknowledged calls ...
-MAX_ACKS_BEFORE_KILL = 8
+MAX_ACKS_BEFORE_KILL = 20
 #: ... plus a random delay of up to this many seconds (mid-call, most of the time).
 MAX_KILL_DELAY_S = 0.3
 #: A child that acknowledges nothing for this long is killed and reported as stalled.

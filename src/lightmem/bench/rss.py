@@ -8,8 +8,8 @@ its peak RSS and whether every message of the request is retrievable afterwards.
 - ``huge``: 7 messages of 1,000,000 characters in one request (7 MB);
 - ``mixed``: a 50,000-character message and 63 short ones (~60 KB);
 - ``reopen``: a store holding the ``huge`` messages mid-pipeline (segmented, never
-  extracted: written by a process whose extraction failed) is opened by a fresh server
-  whose next add extracts them.
+  extracted: written by another process whose extraction failed, standing in for one
+  killed mid-extraction) is opened by a fresh server whose next add extracts them.
 
 ``lightmem bench rss`` prints the JSON: peak RSS per case, its ratio to the baseline, the
 time taken and the share of messages retrievable.
@@ -118,7 +118,15 @@ def child(case: str, data_dir: str) -> dict[str, Any]:
     left_mid_pipeline = None
     if case == "reopen":
         pool.close()  # keys stay open: the key registry is its own file
-        left_mid_pipeline = _leave_mid_pipeline(root)
+        # The crashed writer is another process, so this one's peak is the recovery's alone.
+        prep = subprocess.run(
+            [sys.executable, "-m", "lightmem.bench.rss", "prepare-reopen", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=True,
+        )
+        left_mid_pipeline = json.loads(prep.stdout.strip().splitlines()[-1])
         pool = TenantPool(root)
         body: dict[str, Any] = {"messages": [{"content": "Ben likes tea."}], "force_extract": True}
     else:
@@ -186,6 +194,9 @@ def run(cases: Sequence[str] = CASES, *, limit_gb: float = 4.0) -> dict[str, Any
 
 def main() -> None:
     case, data_dir = sys.argv[1], sys.argv[2]
+    if case == "prepare-reopen":
+        print(json.dumps({**_leave_mid_pipeline(Path(data_dir)), "peak_rss_mb": _peak_mb()}))
+        return
     print(json.dumps(child(case, data_dir)), flush=True)
 
 

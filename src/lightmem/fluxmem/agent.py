@@ -175,7 +175,9 @@ class FluxMemAgent:
     def add_skill(self, name: str, steps: Sequence[str], *, episodes: Sequence[str] = ()) -> str:
         """Add a hand-written skill (procedural node), distilled from ``episodes`` if given,
         so tasks similar to those episodes inherit it. Returns its id."""
-        check_value([name, steps, episodes], "skill", strict=False)
+        check_value(name, "name", strict=False)
+        check_value(steps, "steps", strict=False)
+        check_value(episodes, "episodes", strict=False)
         if not isinstance(name, str) or not name.strip():
             raise InvalidInputError("name: expected a non-empty string")
         if (
