@@ -114,3 +114,25 @@ def test_close_and_context_manager_release_the_store(tmp_path: Path) -> None:
         assert again.stats()["semantic_nodes"] == 1
     with pytest.raises(Exception, match="closed"):
         again.stats()
+
+
+def test_fair_table_analyst_reads_the_question_and_gets_a_bare_verdict(tmp_path: Path) -> None:
+    import random
+
+    from lightmem.cli.fluxmem_tables import (
+        ANALYSIS_DOC,
+        DISTRACTORS,
+        SPREADSHEET_DOC,
+        SimulatedAnalyst,
+        make_task,
+    )
+
+    task = make_task(random.Random(3), "rate")
+    analyst = SimulatedAnalyst(0, fair=True)
+    with FluxMemAgent.open(tmp_path / "g.db") as agent:
+        agent.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS])
+        first = analyst(task, agent.context(task.question))
+        # The spreadsheet document shares the question's words, so it is followed first.
+        assert not first.success and first.feedback == "wrong answer"
+        outcome = agent.run_task(task.question, lambda c: analyst(task, c))
+        assert outcome.success and [r.op for r in outcome.repairs][:1] == ["link_prune"]

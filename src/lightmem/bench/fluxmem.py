@@ -104,7 +104,7 @@ def run_seeds(
 def _one(
     name: str, path: Path, train: list[TableTask], test: list[TableTask], seed: int
 ) -> dict[str, Any]:
-    analyst = SimulatedAnalyst(seed)
+    analyst = SimulatedAnalyst(seed, fair=True)
     if name == "no_memory":
         empty = serialize(Subgraph("", (), (), ()))
         wins = sum(analyst(t, empty).success for t in test)

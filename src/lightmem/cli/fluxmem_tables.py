@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from lightmem.fluxmem.reasoner import step_key
+from lightmem.fluxmem.reasoner import step_key, terms
 from lightmem.fluxmem.types import Feedback, StepResult
 
 SPREADSHEET_DOC = (
@@ -126,12 +126,21 @@ _STEP = re.compile(r"\d+\.\s+(.*?)(?=\s+\d+\.\s+|$)", re.S)
 
 
 class SimulatedAnalyst:
-    """The agent step: picks a method from the context, answers, and gets graded."""
+    """The agent step: picks a method from the context, answers, and gets graded.
 
-    def __init__(self, seed: int = 0) -> None:
+    ``fair=True`` (the benchmark): the analyst reads the question and applies the method
+    of the context item that best matches it (a skill first; else the fact sharing most
+    words with the question; it knows no method of its own), and a wrong answer gets only
+    the plain verdict "wrong answer". ``fair=False`` (the demo): the original analyst,
+    which reads only the context, with structured feedback naming the cause."""
+
+    def __init__(self, seed: int = 0, *, fair: bool = False) -> None:
         self._rng = random.Random(seed)
+        self.fair = fair
 
     def __call__(self, task: TableTask, context: str) -> StepResult:
+        if self.fair:
+            return self._fair(task, context)
         facts = [f.lower() for f in _FACT.findall(context)]
         skills = _SKILL.findall(context)
         has_sheet = any("spreadsheet tool" in f for f in facts)
@@ -162,6 +171,28 @@ class SimulatedAnalyst:
         return StepResult(
             answer, _feedback(task, strategy, has_sheet, has_analysis, coarse), False, actions
         )
+
+    def _fair(self, task: TableTask, context: str) -> StepResult:
+        skills = _SKILL.findall(context)
+        strategy = "guess"
+        if skills:
+            keys = {step_key(s) for s in _STEP.findall(skills[0])}
+            if {"derive", "normalise"} <= keys:
+                strategy = "rate"
+            elif keys & {"sum", "sort"}:
+                strategy = "total"
+        else:
+            want = terms(task.question)
+            methods = [
+                (len(want & terms(f)), -i, "total" if "spreadsheet tool" in f.lower() else "rate")
+                for i, f in enumerate(_FACT.findall(context))
+                if "spreadsheet tool" in f.lower() or "derive the ratio" in f.lower()
+            ]
+            if methods:
+                strategy = max(methods)[2]
+        answer = task.answer_by(strategy, self._rng)
+        ok = answer == task.answer
+        return StepResult(answer, None if ok else "wrong answer", ok, _actions(task, strategy))
 
 
 def _actions(t: TableTask, strategy: str) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """The judgement calls FluxMem makes, behind one interface: offline rules or an LLM.
 
 Offline: verification by lexical overlap, attribution from structured feedback (or keywords
-in text feedback), skill induction by aligning successful trajectories, refinement by
-dropping steps that failing episodes share, reshaping from the procedure a fact describes.
+in text feedback; a bare verdict blames the top-ranked fact), skill induction by aligning
+successful trajectories, refinement by dropping steps that failing episodes share,
+reshaping from the procedure a fact describes.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class OfflineReasoner:
         for kind, words in _KEYWORDS:
             if any(w in low for w in words):
                 return Feedback(kind, detail=feedback)
-        return Feedback("missing", detail=feedback)
+        # A bare verdict ("wrong answer") names no cause: the best guess is that what the
+        # context ranked first misled the agent, so Stage II demotes it for this task.
+        return Feedback("noise", detail="")
 
     def induce(self, trajectories: Sequence[Sequence[str]]) -> list[str]:
         if not trajectories:
