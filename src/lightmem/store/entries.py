@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Protocol
@@ -42,6 +42,18 @@ from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 WriteEntry = Callable[[Session, MemoryEntry, Vector, str], None]
 #: The values of an entry's ``add`` history event: (entry, reason, JSON encoder).
 History = Callable[[MemoryEntry, str, Callable[[Any], Any]], tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkLoad:
+    """One bulk load, as the store hands it to its search piece."""
+
+    session: Session
+    rows: Iterable[tuple[MemoryEntry, Vector]]
+    reason: str
+    add: WriteEntry  # the per-row path: row, vector, text and event
+    event: History  # the values of a row's event, for backends that stream them
+
 
 _HISTORY_COLS = "entry_id, user_id, agent_id, run_id, op, version, before, after, at, reason"
 _MESSAGE_COLS = (
@@ -73,16 +85,8 @@ class EntryIndex(Protocol):
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]: ...
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]: ...
-    def bulk_load(
-        self,
-        s: Session,
-        rows: Iterable[tuple[MemoryEntry, Vector]],
-        reason: str,
-        write: WriteEntry,
-        history: History,
-    ) -> int:
-        """Load ``rows`` with an ``add`` event each (``write`` stores one entry,
-        ``history`` gives the values of such an event); returns how many."""
+    def bulk_load(self, load: BulkLoad) -> int:
+        """Store ``load.rows`` with an ``add`` event each; returns how many."""
 
     def integrity(self, s: Session) -> list[str]: ...
 
@@ -274,11 +278,13 @@ class SQLStore(SQLBookkeeping):
         """Bulk-load entries (with an ``add`` history event each) in one transaction."""
         with self.db.transaction() as s:
             return self.index.bulk_load(
-                s,
-                rows,
-                reason,
-                self._add,
-                lambda e, why, as_json: self._event(e, "add", None, e, why, as_json),
+                BulkLoad(
+                    s,
+                    rows,
+                    reason,
+                    self._add,
+                    lambda e, why, as_json: self._event(e, "add", None, e, why, as_json),
+                )
             )
 
     def _write(self, s: Session, e: MemoryEntry, vec: Vector) -> None:

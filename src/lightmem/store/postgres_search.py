@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from lightmem.store.db import Session
-from lightmem.store.entries import History, WriteEntry
+from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
 from lightmem.store.postgres_db import PostgresDatabase
 from lightmem.store.sql import (
@@ -91,22 +91,15 @@ class PostgresEntryIndex:
     def before_delete(self, s: Session, rid: int) -> None:
         pass
 
-    def bulk_load(
-        self,
-        s: Session,
-        rows: Iterable[tuple[MemoryEntry, Vector]],
-        reason: str,
-        write: WriteEntry,
-        history: History,
-    ) -> int:
+    def bulk_load(self, load: BulkLoad) -> int:
         """Streams rows with binary COPY. A load at least as large as the table (and
         >= ``bulk_reindex_min`` rows) drops the vector and full-text indexes first and
         builds them once at the end, several times faster than maintaining them per row;
         the table is locked against other writers and readers meanwhile."""
         from psycopg.types.json import Jsonb
 
-        c = s.raw
-        rows = iter(rows)
+        c = load.session.raw
+        rows = iter(load.rows)
         first = list(itertools.islice(rows, self.bulk_reindex_min))
         existing = 0
         if len(first) >= self.bulk_reindex_min:  # only then is the table size needed
@@ -120,7 +113,7 @@ class PostgresEntryIndex:
             for e, vec in itertools.chain(first, rows):
                 check_vector(vec, self.dim)
                 copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), e.search_text, vec))
-                events.append(history(e, reason, Jsonb))
+                events.append(load.event(e, load.reason, Jsonb))
         with c.cursor().copy(_COPY_HISTORY) as copy:
             copy.set_types(_COPY_HISTORY_TYPES)
             for ev in events:

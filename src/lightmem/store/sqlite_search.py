@@ -4,13 +4,13 @@ FluxMem graph's nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from lightmem.store.db import Session
-from lightmem.store.entries import History, WriteEntry
+from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params, top_k
 from lightmem.store.sql import SQLITE, scope_sql
 from lightmem.store.sqlite_db import SQLiteDatabase
@@ -61,17 +61,10 @@ class SQLiteEntryIndex:
             "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
         )
 
-    def bulk_load(
-        self,
-        s: Session,
-        rows: Iterable[tuple[MemoryEntry, Vector]],
-        reason: str,
-        write: WriteEntry,
-        history: History,
-    ) -> int:
+    def bulk_load(self, load: BulkLoad) -> int:
         n = 0
-        for entry, vec in rows:
-            write(s, entry, vec, reason)
+        for entry, vec in load.rows:
+            load.add(load.session, entry, vec, load.reason)
             n += 1
         return n
 
