@@ -32,7 +32,7 @@ from lightmem.fluxmem import (
 from lightmem.fluxmem.kmeans import default_clusters, kmeans
 from lightmem.fluxmem.pems import pems
 from lightmem.store.postgres import PostgresStore
-from lightmem.store.sqlite import SQLiteStore
+from lightmem.store.sqlite_db import SQLiteDatabase
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -57,20 +57,19 @@ def agent(
 
 
 def _integrity(agent: FluxMemAgent) -> None:
-    store = agent.graph._store  # type: ignore[attr-defined]
-    if isinstance(store, SQLiteStore):
-        c = store._conn
-        assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        n, v, f = (
-            c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("graph_nodes", "graph_vectors", "graph_fts")
-        )
-        assert n == v == f
-    with agent.graph._read() as c:  # type: ignore[attr-defined]
-        dangling = c.execute(
+    db = agent.graph.db  # type: ignore[attr-defined]
+    with db.read() as c:
+        if isinstance(db, SQLiteDatabase):
+            assert c.all("PRAGMA integrity_check") == [("ok",)]
+            n, v, f = (
+                c.one(f"SELECT count(*) FROM {t}")[0]
+                for t in ("graph_nodes", "graph_vectors", "graph_fts")
+            )
+            assert n == v == f
+        dangling = c.one(
             "SELECT count(*) FROM graph_edges e WHERE NOT EXISTS (SELECT 1 FROM graph_nodes n "
             "WHERE n.id = e.src) OR NOT EXISTS (SELECT 1 FROM graph_nodes n WHERE n.id = e.dst)"
-        ).fetchone()[0]
+        )[0]
     assert dangling == 0
 
 

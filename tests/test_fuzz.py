@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from lightmem import LightMemError, LightMemory
 from lightmem.config import parse_config
 from lightmem.fluxmem import FluxMemAgent
-from lightmem.store.sqlite_graph import SQLiteGraphStore
 
 # Every code point, lone surrogates and right-to-left scripts included.
 ANY_TEXT = st.text(alphabet=st.characters(blacklist_categories=()), max_size=200)
@@ -66,7 +65,7 @@ def _memory() -> LightMemory:
 @functools.cache
 def _agent() -> FluxMemAgent:
     mem = _memory()
-    return FluxMemAgent(SQLiteGraphStore(mem.store), mem.embedder)  # type: ignore[arg-type]
+    return FluxMemAgent(mem.store.graph(), mem.embedder)
 
 
 def _only_ours(fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import tempfile
+import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem import LightMemError, LightMemory
+from lightmem import LightMemError, LightMemory, NotFoundError
 from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import TenantPool
@@ -159,3 +163,96 @@ def test_mcp_tenants(ops: list[tuple[str, str, str, int]]) -> None:
                 assert not _leaks(tenant, str(r.structured_content))
 
     asyncio.run(main())
+
+
+# -- FluxMem: two agents on one store ------------------------------------------------------
+FLUX_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(TENANTS[:2]),
+        st.sampled_from(["know", "task", "skill", "history", "undo_other", "stats"]),
+        st.sampled_from(WORDS),
+        st.integers(0, 10_000),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+def _flux_store(backend: str, tmp: str) -> tuple[Any, str | None]:
+    from lightmem import SQLiteStore
+
+    if backend == "sqlite":
+        return SQLiteStore(Path(tmp) / "g.db"), None
+    from conftest import require_postgres
+    from lightmem.store.postgres import PostgresStore
+
+    schema = f"iso_{uuid.uuid4().hex[:10]}"
+    return PostgresStore(require_postgres(), schema=schema, pool_size=2), schema
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_fluxmem_scopes(backend: str, embedder: Any) -> None:
+    """History, undo, edges and counts of one agent never show or touch another's graph."""
+    from conftest import drop_schema
+    from lightmem.fluxmem import FluxMemAgent, StepResult
+
+    if backend == "postgres":
+        from conftest import require_postgres
+
+        require_postgres()
+
+    @settings(max_examples=5 if backend == "postgres" else 12, deadline=None)
+    @given(FLUX_OPS)
+    def run(ops: list[tuple[str, str, str, int]]) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            store, schema = _flux_store(backend, tmp)
+            try:
+                agents = {t: FluxMemAgent.on_store(store, embedder, user_id=t) for t in TENANTS[:2]}
+                episodes: dict[str, list[str]] = {t: [] for t in agents}
+                for tenant, op, word, n in ops:
+                    me = agents[tenant]
+                    other = agents[next(t for t in agents if t != tenant)]
+                    if op == "know":
+                        me.add_knowledge(f"{marker(tenant, n)} keeps the {word}", source=tenant)
+                    elif op == "task":
+                        done = me.run_task(
+                            f"{marker(tenant, n)} find the {word}",
+                            lambda _ctx: StepResult("ok", success=True, actions=("look",)),
+                        )
+                        episodes[tenant].append(done.episode_id)
+                    elif op == "skill" and episodes[tenant]:
+                        me.add_skill(
+                            f"{marker(tenant, n)}", ["open", word], episodes=episodes[tenant]
+                        )
+                    elif op == "history":
+                        assert not _leaks(tenant, json.dumps(me.history(1000)))
+                    elif op == "undo_other" and other.history(1000):
+                        with pytest.raises(NotFoundError):
+                            me.undo(other.history(1000)[-1]["seq"])
+                    elif op == "stats":
+                        assert me.stats() == store.graph().graph_counts(me.scope)
+                for tenant, me in agents.items():
+                    mine = me.history(1000)
+                    assert not _leaks(tenant, json.dumps(mine))
+                    other = agents[next(t for t in agents if t != tenant)]
+                    theirs = {e["seq"] for e in other.history(1000)}
+                    assert theirs.isdisjoint(e["seq"] for e in mine)
+                    for seq in sorted(theirs)[-3:]:
+                        with pytest.raises(NotFoundError):
+                            me.undo(seq)
+                    edges = me.graph.edges(scope=me.scope)
+                    ends = me.graph.get_nodes([x for e in edges for x in (e.src, e.dst)])
+                    assert all(nd.scope == me.scope for nd in ends.values())
+                    stats = me.stats()
+                    assert sum(v for k, v in stats.items() if k.endswith("_edges")) == len(edges)
+                    nodes = sum(v for k, v in stats.items() if k.endswith("_nodes"))
+                    assert nodes == sum(
+                        len(me.graph.nodes(kind, me.scope))
+                        for kind in ("semantic", "episodic", "procedural")
+                    )
+            finally:
+                store.close()
+                if schema:
+                    drop_schema(schema)
+
+    run()

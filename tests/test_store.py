@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -15,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem import MemoryStore, SQLiteStore, StoreError
-from lightmem.store.sqlite import APP_ID, entry_from_dict
+from lightmem.store.sqlite import APP_ID
 from lightmem.types import Filters, MemoryEntry, Scope
 
 DIM = 8
@@ -44,7 +43,8 @@ def _vec(seed: int) -> np.ndarray:
 def test_new_store_is_marked_and_sound(mem_store: SQLiteStore) -> None:
     mem_store.bind_embedder("test", DIM)
     mem_store.commit_extraction([(_entry(1, "alpha beta"), _vec(1))], [])
-    assert mem_store._conn.execute("PRAGMA application_id").fetchone()[0] == APP_ID
+    with mem_store.db.read() as s:
+        assert s.one("PRAGMA application_id")[0] == APP_ID
     assert mem_store.integrity_check() == []
 
 
@@ -61,7 +61,7 @@ def test_vector_and_text_search(mem_store: SQLiteStore) -> None:
 def test_failed_transaction_leaves_nothing(mem_store: SQLiteStore) -> None:
     mem_store.bind_embedder("test", DIM)
     bad = np.zeros(DIM + 1, dtype=np.float32)
-    with contextlib.suppress(Exception):
+    with pytest.raises(StoreError, match="does not match the store"):
         mem_store.commit_extraction([(_entry(1, "ok"), _vec(1)), (_entry(2, "bad"), bad)], [])
     assert mem_store.counts(Scope())["entries"] == 0
     assert mem_store.integrity_check() == []
@@ -121,7 +121,7 @@ def _check_against_model(store: MemoryStore, sequence: list[tuple[str, int, str]
             del model[eid]
         elif op == "restore" and eid in last and eid not in model:
             snap = [h.after for h in store.history(eid, scope) if h.after][-1]
-            store.restore_entry(entry_from_dict(snap), _vec(i), "t")
+            store.restore_entry(MemoryEntry.from_dict(snap), _vec(i), "t")
             model[eid] = last[eid]
     stored = {e.id: e.text for e in store.list_entries(scope, Filters(), 1000, 0)}
     assert stored == model
@@ -174,15 +174,15 @@ def test_incremental_search_cache_matches_a_fresh_one(
                 other.delete_entry(eid, scope, "t")
             elif op == "restore" and current is None and mine.history(eid, scope):
                 snap = [h.after for h in mine.history(eid, scope) if h.after][-1]
-                mine.restore_entry(entry_from_dict(snap), _vec(i), "t")
-            before = mine._cache
+                mine.restore_entry(MemoryEntry.from_dict(snap), _vec(i), "t")
+            before = mine.entry_index.cache
             fresh = SQLiteStore(path)
             fresh.bind_embedder("test", DIM)
             assert _search_state(mine) == _search_state(fresh)
             fresh.close()
-            if op == "add" and before is not None and mine._cache is not None:
+            if op == "add" and before is not None and mine.entry_index.cache is not None:
                 # an append extends the cache (same buffer), it does not rebuild it
-                assert mine._cache._buffer is before._buffer or len(before.ids) >= 1024
+                assert mine.entry_index.cache._buffer is before._buffer or len(before.ids) >= 1024
     finally:
         mine.close()
         other.close()
@@ -232,7 +232,7 @@ def test_search_on_both_backends(any_store: MemoryStore) -> None:
 
 def test_failed_write_leaves_nothing_on_both_backends(any_store: MemoryStore) -> None:
     bad = np.zeros(DIM + 1, dtype=np.float32)
-    with contextlib.suppress(Exception):
+    with pytest.raises(StoreError, match="does not match the store"):
         any_store.commit_extraction([(_entry(1, "ok"), _vec(1)), (_entry(2, "bad"), bad)], [])
     assert any_store.counts(Scope())["entries"] == 0
     assert any_store.integrity_check() == []
@@ -365,7 +365,7 @@ def test_migrate_copies_the_fluxmem_graph(tmp_path: Any) -> None:
     done = agent.run_task("feed the cat", lambda c: StepResult("ok", None, True, ("open tuna",)))
     events = agent.history(1000)
     stats = agent.stats()
-    agent.graph._store.close()  # type: ignore[attr-defined]
+    agent.graph.db.close()  # type: ignore[attr-defined]
     schema = f"test_{uuid.uuid4().hex[:12]}"
     skipped = f"test_{uuid.uuid4().hex[:12]}"
     try:

@@ -10,23 +10,38 @@ from lightmem.errors import (
     StoreError,
 )
 from lightmem.ledger import Ledger, UsageRecord
+from lightmem.llm import ChatReply, LLMClient, OpenAIChatClient, TransientLLMError
 from lightmem.memory import LightMemory
 from lightmem.pipeline.compress import EntropyCompressor, LLMLingua2Compressor, NoCompressor
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.update import UpdateReport
-from lightmem.store import MemoryStore, SQLiteStore
-from lightmem.types import HistoryEvent, MemoryEntry, Message, RetrievalResult, Scope
+from lightmem.store import GraphStore, MemoryStore, PostgresStore, SQLiteStore
+from lightmem.types import (
+    Edge,
+    Filters,
+    HistoryEvent,
+    MemoryEntry,
+    Message,
+    Node,
+    RetrievalResult,
+    Scope,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
+    "ChatReply",
     "ConfigError",
+    "Edge",
     "Embedder",
     "EntropyCompressor",
+    "Filters",
+    "GraphStore",
     "HistoryEvent",
     "IngestResult",
     "InvalidInputError",
+    "LLMClient",
     "LLMLingua2Compressor",
     "Ledger",
     "LightMemError",
@@ -35,13 +50,17 @@ __all__ = [
     "MemoryStore",
     "Message",
     "NoCompressor",
+    "Node",
     "NotFoundError",
+    "OpenAIChatClient",
     "OpenAIEmbedder",
+    "PostgresStore",
     "RetrievalResult",
     "SQLiteStore",
     "Scope",
     "SentenceTransformerEmbedder",
     "StoreError",
+    "TransientLLMError",
     "UpdateReport",
     "UsageRecord",
     "WordLlamaEmbedder",

@@ -47,7 +47,6 @@ from lightmem.pipeline.update import (
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
-from lightmem.store.sqlite import entry_from_dict
 from lightmem.types import (
     Filters,
     HistoryEvent,
@@ -362,7 +361,7 @@ class LightMemory:
             snaps = [s for s in snaps if s["version"] == version]
             if not snaps:
                 raise NotFoundError(f"version: entry {entry_id!r} has no version {version}")
-        target = entry_from_dict(snaps[-1])
+        target = MemoryEntry.from_dict(snaps[-1])
         vec = self.embedder.embed([target.search_text], op="update")[0]
         out = self.store.restore_entry(target, vec, f"restored version {target.version}")
         self._save_usage()

@@ -1,4 +1,5 @@
-"""Shared vocabulary: messages, scopes, memory entries and retrieval results."""
+"""Shared vocabulary: messages, scopes, memory entries, retrieval results and the FluxMem
+graph's nodes and edges (a leaf module: the store and FluxMem both import it)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from lightmem.errors import StoreError
+
 EntryKind = Literal["entry", "summary", "event"]
 RetrieveMode = Literal["embedding", "context", "hybrid", "hierarchical"]
+NodeKind = Literal["semantic", "episodic", "procedural"]
+EdgeKind = Literal["ground", "distill", "step"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,31 @@ class MemoryEntry:
             "metadata": dict(self.metadata),
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemoryEntry:
+        """Rebuild an entry from a :meth:`to_dict` snapshot (as kept in the history)."""
+        return cls(
+            id=d["id"],
+            kind=d["kind"],
+            scope=Scope(d["user_id"], d["agent_id"], d["run_id"]),
+            text=d["text"],
+            original_text=d["original_text"],
+            timestamp=_when(d["timestamp"]),
+            speaker_id=d["speaker_id"],
+            speaker_name=d["speaker_name"],
+            topic_id=d["topic_id"],
+            source_ids=tuple(d["source_ids"]),
+            context=d.get("context", ""),
+            version=d["version"],
+            created_at=_when(d["created_at"]),
+            updated_at=_when(d["updated_at"]),
+            metadata=d["metadata"],
+        )
+
+
+def _when(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
 
 @dataclass(frozen=True, slots=True)
 class RetrievalResult:
@@ -180,4 +210,79 @@ class HistoryEvent:
             "reason": self.reason,
             "before": self.before,
             "after": self.after,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A FluxMem graph node. ``data`` holds the kind's structure: a semantic node's
+    ``source``; an episode's ``task``, ``steps`` and ``success``; a skill's ``steps``,
+    ``versions``, ``source_episodes`` and ``pems``."""
+
+    id: str
+    kind: NodeKind
+    text: str
+    scope: Scope = field(default_factory=Scope)
+    data: Mapping[str, Any] = field(default_factory=dict)
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def steps(self) -> list[str]:
+        """A skill's steps; a node whose stored steps are malformed raises StoreError."""
+        raw = self.data.get("steps", [])
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise StoreError(
+                f"graph node {self.id}: corrupted skill version {self.version} "
+                "(steps must be a list of strings); undo the change that wrote it"
+            )
+        return list(raw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "text": self.text,
+            **self.scope.as_dict(),
+            "data": dict(self.data),
+            "version": self.version,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Node:
+        """Rebuild a node from a :meth:`to_dict` snapshot (as kept in the graph history)."""
+        return cls(
+            id=d["id"],
+            kind=d["kind"],
+            scope=Scope(d["user_id"], d["agent_id"], d["run_id"]),
+            text=d["text"],
+            data=d["data"],
+            version=d["version"],
+            created_at=_when(d.get("created_at")),
+            updated_at=_when(d.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """``ground``: semantic -> episodic (this fact served this episode); ``distill``:
+    episodic -> procedural (this episode taught this skill); ``step``: a node active in a
+    step of an episode (src = node, dst = episode, ``data["step"]`` = index)."""
+
+    kind: EdgeKind
+    src: str
+    dst: str
+    weight: float = 1.0
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "src": self.src,
+            "dst": self.dst,
+            "weight": self.weight,
+            "data": dict(self.data),
         }

@@ -26,7 +26,6 @@ from lightmem.fluxmem.types import StepResult
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 from lightmem.store.sqlite import SQLiteStore
-from lightmem.store.sqlite_graph import SQLiteGraphStore
 
 
 def rss_mb() -> float:
@@ -118,4 +117,4 @@ def _open(path: Path, embedder: Embedder | None) -> tuple[LightMemory, FluxMemAg
     shared = embedder.with_ledger(Ledger()) if embedder is not None else None
     mem = LightMemory.from_config({"store": {"path": str(path)}}, embedder=shared)
     assert isinstance(mem.store, SQLiteStore)
-    return mem, FluxMemAgent(SQLiteGraphStore(mem.store), mem.embedder)
+    return mem, FluxMemAgent(mem.store.graph(), mem.embedder)

@@ -378,7 +378,7 @@ class FluxMemAgent:
         return self.graph.add_node(node, vec, reason="episode started")
 
     def _mark_steps(self, sub: Subgraph, episode_id: str, attempt: int) -> None:
-        existing = {e.src: e for e in self.graph.edges("step", dst=[episode_id])}
+        existing = {e.src: e for e in self.graph.edges("step", dst=[episode_id], scope=self.scope)}
         for node_id in sorted(sub.node_ids()):
             steps = [*existing[node_id].data.get("steps", [])] if node_id in existing else []
             self.graph.add_edge(
@@ -396,13 +396,14 @@ class FluxMemAgent:
 
     # -- inspection -------------------------------------------------------------------------
     def history(self, limit: int = 100) -> list[dict[str, Any]]:
-        return self.graph.graph_history(validate.positive_int("limit", limit))
+        return self.graph.graph_history(validate.positive_int("limit", limit), scope=self.scope)
 
     def undo(self, seq: int) -> None:
         """Revert one surgery (or any graph change) by its history sequence number."""
         self.graph.undo(
             validate.positive_int("seq", seq, 2**62),
             lambda text: self.embedder.embed([text], op="fluxmem.undo")[0],
+            scope=self.scope,
         )
 
     def stats(self) -> dict[str, int]:

@@ -2,78 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from lightmem.errors import StoreError
-from lightmem.types import Scope
+# The graph types live in the leaf module the store imports too; re-exported here.
+from lightmem.types import Edge, EdgeKind, Node, NodeKind
 
-NodeKind = Literal["semantic", "episodic", "procedural"]
-EdgeKind = Literal["ground", "distill", "step"]
+__all__ = [
+    "Edge",
+    "EdgeKind",
+    "FailureKind",
+    "Feedback",
+    "Node",
+    "NodeKind",
+    "Repair",
+    "ScoredNode",
+    "StepResult",
+    "Subgraph",
+    "TaskOutcome",
+]
+
 FailureKind = Literal["missing", "noise", "granularity"]
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A graph node. ``data`` holds the kind's structure: a semantic node's ``source``; an
-    episode's ``task``, ``steps`` and ``success``; a skill's ``steps``, ``versions``,
-    ``source_episodes`` and ``pems``."""
-
-    id: str
-    kind: NodeKind
-    text: str
-    scope: Scope = field(default_factory=Scope)
-    data: Mapping[str, Any] = field(default_factory=dict)
-    version: int = 1
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-
-    @property
-    def steps(self) -> list[str]:
-        """A skill's steps; a node whose stored steps are malformed raises StoreError."""
-        raw = self.data.get("steps", [])
-        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-            raise StoreError(
-                f"graph node {self.id}: corrupted skill version {self.version} "
-                "(steps must be a list of strings); undo the change that wrote it"
-            )
-        return list(raw)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "text": self.text,
-            **self.scope.as_dict(),
-            "data": dict(self.data),
-            "version": self.version,
-            "created_at": self.created_at.isoformat() if self.created_at else None,
-            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """``ground``: semantic -> episodic (this fact served this episode); ``distill``:
-    episodic -> procedural (this episode taught this skill); ``step``: a node active in a
-    step of an episode (src = node, dst = episode, ``data["step"]`` = index)."""
-
-    kind: EdgeKind
-    src: str
-    dst: str
-    weight: float = 1.0
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "src": self.src,
-            "dst": self.dst,
-            "weight": self.weight,
-            "data": dict(self.data),
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,50 +1,33 @@
-"""The storage interface every backend implements (SQLite now; PostgreSQL plugs in here)."""
+"""The storage interfaces: small protocols for callers that need part of the store, and
+:class:`MemoryStore`, all of them together, which every backend implements."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from types import TracebackType
+from typing import Protocol
 
 from lightmem.ledger import UsageRecord
+from lightmem.store.graph import GraphStore
+from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
-if TYPE_CHECKING:
-    from lightmem.store.graph import GraphStore
-
-MessageStatus = Literal["pending", "segmented", "extracted"]
-ScoredId = tuple[str, float]
-Vector = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True, slots=True)
-class BufferedMessage:
-    """A persisted message with its place in the sensory / short-term buffers."""
-
-    seq: int
-    scope: Scope
-    message: Message
-    compressed: str
-    status: MessageStatus
-    topic_id: str
+__all__ = [
+    "Bookkeeping",
+    "BufferedMessage",
+    "EntrySearch",
+    "EntryStore",
+    "MemoryStore",
+    "MessageBuffer",
+    "MessageStatus",
+    "ScoredId",
+    "Vector",
+]
 
 
-class MemoryStore(Protocol):
-    """Entries, vectors, full-text index, message buffer and history, behind one interface.
+class MessageBuffer(Protocol):
+    """Raw turns and their sensory / short-term buffer state (the ingestion pipeline)."""
 
-    Every method that changes state does so in one transaction: a reader never sees half of it.
-    Scope arguments match entries whose fields equal the scope's non-empty fields.
-    """
-
-    path: str
-
-    def bind_embedder(self, name: str, dim: int) -> None:
-        """Record (first open) or check (later opens) which embedder built the vectors."""
-
-    # -- message buffer -------------------------------------------------------------
     def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> None: ...
     def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]: ...
     def buffered_scopes(self) -> list[Scope]: ...
@@ -54,7 +37,10 @@ class MemoryStore(Protocol):
 
     def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]: ...
 
-    # -- entries --------------------------------------------------------------------
+
+class EntryStore(Protocol):
+    """Memory entries with their versioned, restorable history."""
+
     def commit_extraction(
         self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
     ) -> bool:
@@ -77,7 +63,10 @@ class MemoryStore(Protocol):
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...
     def history(self, entry_id: str, scope: Scope) -> list[HistoryEvent]: ...
 
-    # -- search ---------------------------------------------------------------------
+
+class EntrySearch(Protocol):
+    """Vector and full-text search over entries (retrieval, offline update)."""
+
     def vector_search(
         self, query: Vector, scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]: ...
@@ -87,16 +76,42 @@ class MemoryStore(Protocol):
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         """Ids, vectors and exact-scope keys of matching entries, in insertion order."""
 
-    # -- bookkeeping ----------------------------------------------------------------
+
+class Bookkeeping(Protocol):
+    """The update queue, the usage ledger, counts and checks."""
+
     def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None: ...
     def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]: ...
-    def record_usage(self, records: Sequence[UsageRecord]) -> None: ...
+    def record_usage(self, records: Sequence[UsageRecord]) -> None:
+        """Add to the persisted usage ledger (kept in memory on a read-only store)."""
+
     def usage(self) -> list[UsageRecord]: ...
     def counts(self, scope: Scope) -> dict[str, int]: ...
     def integrity_check(self) -> list[str]:
         """Problems with the stored state (empty when sound)."""
 
+
+class MemoryStore(MessageBuffer, EntryStore, EntrySearch, Bookkeeping, Protocol):
+    """Entries, vectors, full-text index, message buffer and history, behind one interface.
+
+    Every method that changes state does so in one transaction: a reader never sees half of
+    it. Scope arguments match rows whose fields equal the scope's non-empty fields. Storage
+    failures raise :class:`~lightmem.errors.StoreError` with the database's own message.
+    """
+
+    path: str
+
+    def bind_embedder(self, name: str, dim: int) -> None:
+        """Record (first open) or check (later opens) which embedder built the vectors."""
+
     def graph(self) -> GraphStore:
         """The FluxMem graph kept in the same database."""
 
     def close(self) -> None: ...
+    def __enter__(self) -> MemoryStore: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lightmem.fluxmem.types import Edge, EdgeKind, Node, NodeKind
-from lightmem.store.base import ScoredId, Vector
-from lightmem.types import Scope
+from lightmem.store.values import ScoredId, Vector
+from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
 
 
 class GraphStore(Protocol):
     """Nodes with vectors and full text, typed weighted edges, and a reversible history.
 
     Every change is one transaction and one history event; :meth:`undo` reverts an event
-    (and is itself recorded)."""
+    (and is itself recorded). An edge and a history event belong to the scope of the node
+    they concern (an edge: its source node's); ``scope`` arguments restrict reads and undo
+    to it (the default scope sees everything)."""
 
     def add_node(self, node: Node, vector: Vector, reason: str) -> Node: ...
     def update_node(self, node: Node, vector: Vector, reason: str) -> Node: ...
@@ -35,7 +36,12 @@ class GraphStore(Protocol):
         kind: EdgeKind | None = None,
         src: Sequence[str] | None = None,
         dst: Sequence[str] | None = None,
+        scope: Scope | None = None,
     ) -> list[Edge]: ...
-    def graph_history(self, limit: int = 100) -> list[dict[str, Any]]: ...
-    def undo(self, seq: int, embed: Callable[[str], Vector]) -> None: ...
+    def graph_history(
+        self, limit: int = 100, scope: Scope | None = None
+    ) -> list[dict[str, Any]]: ...
+    def undo(self, seq: int, embed: Callable[[str], Vector], scope: Scope | None = None) -> None:
+        """Revert event ``seq``; NotFoundError when it is not in ``scope``."""
+
     def graph_counts(self, scope: Scope) -> dict[str, int]: ...

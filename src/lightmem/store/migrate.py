@@ -44,71 +44,81 @@ def migrate(
         raise InvalidInputError("--from: expected sqlite:PATH; --to: expected postgres:DSN")
     path = src.removeprefix("sqlite:")
     dsn = dst.removeprefix("postgres:") if dst.startswith("postgres:postgres") else dst
-    source = SQLiteStore(path)  # refuses foreign or newer files
-    s = source._conn
+    source = SQLiteStore(path)  # refuses foreign or newer files, migrates older ones
     try:
-        graph_nodes = s.execute("SELECT count(*) FROM graph_nodes").fetchone()[0]
-        bound = s.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        target = PostgresStore(dsn, schema=schema, bulk_reindex_min=bulk_reindex_min)
-        try:
-            if bound:
-                meta = json.loads(bound[0])
-                target.bind_embedder(meta["name"], meta["dim"])
-            with target._tx() as c:
-                if c.execute("SELECT count(*) FROM entries").fetchone()[0]:
-                    raise StoreError(f"--to: schema {schema!r} already holds entries")
-                _copy_messages(s, c)
-                n_entries = s.execute("SELECT count(*) FROM entries").fetchone()[0]
-                bulk = n_entries >= target.bulk_reindex_min
-                if bulk:
-                    target.drop_search_indexes(c)
-                _copy_entries(s, c)
-                if bulk:
-                    target.build_search_indexes(c, n_entries)
-                _copy_rows(
-                    c,
-                    "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, "
-                    "before, after, at, reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    s.execute(
-                        "SELECT entry_id, user_id, agent_id, run_id, op, version, before, "
-                        "after, at, reason FROM history ORDER BY seq"
-                    ),
-                )
-                _copy_rows(
-                    c,
-                    "INSERT INTO update_queue VALUES (%s,%s,%s)",
-                    s.execute("SELECT entry_id, candidates, built_at FROM update_queue"),
-                )
-                _copy_rows(
-                    c,
-                    "INSERT INTO usage VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
-                    s.execute("SELECT * FROM usage"),
-                )
-                if not skip_graph:
-                    _copy_graph(s, c)
-                c.execute(
-                    "ANALYZE messages, entries, history, graph_nodes, graph_edges, graph_history"
-                )
-            tables: dict[str, dict[str, Any]] = {}
-            with target._tx() as c:
-                for table, sql in _CHECKS.items():
-                    if skip_graph and table.startswith("graph_"):
-                        continue
-                    a = _digest(s.execute(sql).fetchall(), sqlite_rows=True)
-                    b = _digest(c.execute(sql).fetchall(), sqlite_rows=False)
-                    tables[table] = {"rows": a[0], "copied": b[0], "checksum_match": a[1] == b[1]}
-            return {
-                "schema": schema,
-                "graph_nodes_skipped": graph_nodes if skip_graph else 0,
-                **tables,
-                "verified": all(
-                    t["rows"] == t["copied"] and t["checksum_match"] for t in tables.values()
-                ),
-            }
-        finally:
-            target.close()
+        with source.db.read() as snapshot:
+            return _migrate(snapshot.raw, schema, dsn, skip_graph, bulk_reindex_min)
     finally:
         source.close()
+
+
+def _migrate(
+    s: sqlite3.Connection,
+    schema: str,
+    dsn: str,
+    skip_graph: bool,
+    bulk_reindex_min: int,
+) -> dict[str, Any]:
+    graph_nodes = s.execute("SELECT count(*) FROM graph_nodes").fetchone()[0]
+    bound = s.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+    target = PostgresStore(dsn, schema=schema, bulk_reindex_min=bulk_reindex_min)
+    try:
+        if bound:
+            meta = json.loads(bound[0])
+            target.bind_embedder(meta["name"], meta["dim"])
+        with target.db.transaction() as tx:
+            c = tx.raw
+            if c.execute("SELECT count(*) FROM entries").fetchone()[0]:
+                raise StoreError(f"--to: schema {schema!r} already holds entries")
+            _copy_messages(s, c)
+            n_entries = s.execute("SELECT count(*) FROM entries").fetchone()[0]
+            bulk = n_entries >= target.bulk_reindex_min
+            if bulk:
+                target.entry_index.drop_search_indexes(c)
+            _copy_entries(s, c)
+            if bulk:
+                target.entry_index.build_search_indexes(c, n_entries)
+            _copy_rows(
+                c,
+                "INSERT INTO history (entry_id, user_id, agent_id, run_id, op, version, "
+                "before, after, at, reason) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                s.execute(
+                    "SELECT entry_id, user_id, agent_id, run_id, op, version, before, "
+                    "after, at, reason FROM history ORDER BY seq"
+                ),
+            )
+            _copy_rows(
+                c,
+                "INSERT INTO update_queue VALUES (%s,%s,%s)",
+                s.execute("SELECT entry_id, candidates, built_at FROM update_queue"),
+            )
+            _copy_rows(
+                c,
+                "INSERT INTO usage VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                s.execute("SELECT * FROM usage"),
+            )
+            if not skip_graph:
+                _copy_graph(s, c)
+            c.execute("ANALYZE messages, entries, history, graph_nodes, graph_edges, graph_history")
+        tables: dict[str, dict[str, Any]] = {}
+        with target.db.transaction() as tx:
+            c = tx.raw
+            for table, sql in _CHECKS.items():
+                if skip_graph and table.startswith("graph_"):
+                    continue
+                a = _digest(s.execute(sql).fetchall(), sqlite_rows=True)
+                b = _digest(c.execute(sql).fetchall(), sqlite_rows=False)
+                tables[table] = {"rows": a[0], "copied": b[0], "checksum_match": a[1] == b[1]}
+        return {
+            "schema": schema,
+            "graph_nodes_skipped": graph_nodes if skip_graph else 0,
+            **tables,
+            "verified": all(
+                t["rows"] == t["copied"] and t["checksum_match"] for t in tables.values()
+            ),
+        }
+    finally:
+        target.close()
 
 
 def _copy_rows(c: Any, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -176,16 +186,20 @@ def _copy_graph(s: sqlite3.Connection, c: Any) -> None:
     )
     _copy_rows(
         c,
-        "INSERT INTO graph_edges VALUES (%s,%s,%s,%s,%s,%s)",
-        s.execute("SELECT kind, src, dst, weight, data, created_at FROM graph_edges"),
+        "INSERT INTO graph_edges (kind, src, dst, weight, data, created_at, user_id, agent_id, "
+        "run_id) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+        s.execute(
+            "SELECT kind, src, dst, weight, data, created_at, user_id, agent_id, run_id "
+            "FROM graph_edges"
+        ),
     )
     _copy_rows(
         c,
-        "INSERT INTO graph_history (seq, op, target, target_id, before, after, at, reason) "
-        "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        "INSERT INTO graph_history (seq, op, target, target_id, before, after, at, reason, "
+        "user_id, agent_id, run_id) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
         s.execute(
-            "SELECT seq, op, target, target_id, before, after, at, reason FROM graph_history "
-            "ORDER BY seq"
+            "SELECT seq, op, target, target_id, before, after, at, reason, user_id, agent_id, "
+            "run_id FROM graph_history ORDER BY seq"
         ),
     )
     # New events continue after the copied ones.

@@ -1,4 +1,9 @@
-"""What the SQL backends share: WHERE clauses per dialect and row <-> object mapping."""
+"""What the SQL backends share: WHERE clauses per dialect and row <-> object mapping.
+
+JSON is written strictly (no NaN or Infinity, which SQLite's JSON functions refuse) and
+read defensively: a row written before that rule with ``NaN`` reads back with the token as
+a string, and lone surrogates in stored JSON read back as U+FFFD, so one bad row can never
+make a list, search or history fail."""
 
 from __future__ import annotations
 
@@ -8,7 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lightmem.store.base import BufferedMessage, MessageStatus
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.errors import InvalidInputError, StoreError
+from lightmem.store.values import BufferedMessage, MessageStatus
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
 #: The entry columns both SQL backends read and write, in this order.
@@ -25,7 +34,12 @@ class Dialect:
     json_text: Callable[[str, str], str]  # (column, key) -> SQL expression for the text value
 
 
-SQLITE = Dialect("?", "1", lambda col, key: f"json_extract({col}, '$.{key}')")
+# json_valid first: json_extract raises on a malformed document (e.g. one holding NaN).
+SQLITE = Dialect(
+    "?",
+    "1",
+    lambda col, key: f"CASE WHEN json_valid({col}) THEN json_extract({col}, '$.{key}') END",
+)
 POSTGRES = Dialect("%s", "TRUE", lambda col, key: f"{col}->>'{key}'")
 
 
@@ -62,7 +76,25 @@ def filter_sql(d: Dialect, scope: Scope, f: Filters, prefix: str = "") -> tuple[
     return " AND ".join(clauses), params
 
 
-def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = json.dumps) -> tuple[Any, ...]:
+def check_vector(vec: npt.NDArray[Any], dim: int | None) -> None:
+    """Refuse a vector the store cannot hold (not 1-d float32 of the bound dimension)."""
+    if vec.dtype != np.float32 or vec.ndim != 1 or (dim and vec.shape[0] != dim):
+        raise StoreError(
+            f"vector of shape {vec.shape} ({vec.dtype}) does not match the store ({dim}-d float32)"
+        )
+
+
+def dumps(value: Any, field: str = "metadata") -> str:
+    """Strict JSON text for a JSON column; NaN and Infinity are refused with the field."""
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"{field}: NaN and Infinity are not valid JSON values ({exc})"
+        ) from exc
+
+
+def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = dumps) -> tuple[Any, ...]:
     """Values for :data:`ENTRY_COLS`; JSON columns go through ``as_json`` (JSON text by
     default, or a driver's JSON wrapper for binary COPY)."""
     return (
@@ -87,13 +119,33 @@ def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = json.dumps) -> 
 
 
 def json_value(value: Any) -> Any:
-    """A JSON column as a value."""
+    """A JSON column as a value (never raises on NaN or a lone surrogate; see above)."""
     # SQLite hands JSON columns back as text, PostgreSQL (jsonb) as values.
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    if not isinstance(value, str | bytes):
+        return value
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    out = json.loads(text, parse_constant=str)
+    return _no_lone_surrogates(out) if "\\ud" in text.lower() else out
+
+
+def _no_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_no_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def ts(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+    """A stored epoch as UTC; one past the calendar's ends reads as that end, not an error."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return (datetime.max if value > 0 else datetime.min).replace(tzinfo=UTC)
 
 
 def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
@@ -168,7 +220,7 @@ def history_from_row(r: Sequence[Any]) -> HistoryEvent:
         entry_id=r[1],
         op=r[2],
         version=r[3],
-        at=datetime.fromtimestamp(r[4], tz=UTC),
+        at=ts(r[4]) or datetime.min.replace(tzinfo=UTC),
         reason=r[5],
         before=json_value(r[6]) if r[6] else None,
         after=json_value(r[7]) if r[7] else None,

@@ -1,0 +1,108 @@
+"""The update queue, the usage ledger, counts and checks, written once for SQL backends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from lightmem.ledger import UsageRecord
+from lightmem.store.db import Database, Session
+from lightmem.store.sql import counts_dict, dumps, json_value, scope_sql
+from lightmem.store.values import ScoredId
+from lightmem.types import Scope
+
+_USAGE_FIELDS = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
+
+
+class _Checks(Protocol):
+    def integrity(self, s: Session) -> list[str]: ...
+
+
+class SQLBookkeeping:
+    """The bookkeeping half of :class:`~lightmem.store.entries.SQLStore`."""
+
+    def __init__(self, db: Database, index: _Checks) -> None:
+        self.db = db
+        self._checks = index
+        self._usage_lock = threading.Lock()
+        self._unsaved: dict[tuple[str, str], UsageRecord] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None:
+        now = time.time()
+        with self.db.transaction() as s:
+            s.many(
+                "INSERT INTO update_queue VALUES (?, ?, ?) ON CONFLICT (entry_id) DO UPDATE "
+                "SET candidates = excluded.candidates, built_at = excluded.built_at",
+                [(eid, dumps(cands, "queue"), now) for eid, cands in queue.items()],
+            )
+
+    def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]:
+        where, params = scope_sql(self.db.dialect, scope, "e.")
+        with self.db.read() as s:
+            rows = s.all(
+                "SELECT q.entry_id, q.candidates FROM update_queue q JOIN entries e "
+                f"ON e.id = q.entry_id WHERE {where} ORDER BY e.rid",
+                params,
+            )
+        return {r[0]: [(c[0], float(c[1])) for c in json_value(r[1])] for r in rows}
+
+    def record_usage(self, records: Sequence[UsageRecord]) -> None:
+        """Add to the usage ledger; on a read-only store the records are kept in this
+        process's memory (and shown by :meth:`usage`) instead of failing the read."""
+        if not records:
+            return
+        if self.db.read_only:
+            with self._usage_lock:
+                for r in records:
+                    self._unsaved.setdefault((r.kind, r.op), UsageRecord(r.kind, r.op)).add(r)
+            return
+        updates = ", ".join(f"{f} = usage.{f} + excluded.{f}" for f in _USAGE_FIELDS)
+        with self.db.transaction() as s:
+            s.many(
+                f"INSERT INTO usage VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, op) DO UPDATE "
+                f"SET {updates}",
+                [(r.kind, r.op, *(getattr(r, f) for f in _USAGE_FIELDS)) for r in records],
+            )
+
+    def usage(self) -> list[UsageRecord]:
+        with self.db.read() as s:
+            rows = s.all("SELECT * FROM usage ORDER BY kind, op")
+        out = {
+            (r[0], r[1]): UsageRecord(
+                r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]), int(r[7])
+            )
+            for r in rows
+        }
+        with self._usage_lock:
+            for key, rec in self._unsaved.items():
+                out.setdefault(key, UsageRecord(*key)).add(rec)
+        return [out[k] for k in sorted(out)]
+
+    def counts(self, scope: Scope) -> dict[str, int]:
+        where, params = scope_sql(self.db.dialect, scope)
+        with self.db.read() as s:
+            kinds = dict(
+                s.all(f"SELECT kind, count(*) FROM entries WHERE {where} GROUP BY kind", params)
+            )
+            status = dict(
+                s.all(
+                    f"SELECT status, count(*) FROM messages WHERE {where} GROUP BY status", params
+                )
+            )
+            hist = s.one(f"SELECT count(*) FROM history WHERE {where}", params)[0]
+        return counts_dict(kinds, status, hist)
+
+    def integrity_check(self) -> list[str]:
+        """Problems found by the backend's and lightmem's own checks (empty = sound)."""
+        with self.db.read() as s:
+            problems = self._checks.integrity(s)
+            orphan = s.one(
+                "SELECT count(*) FROM entries e WHERE NOT EXISTS "
+                "(SELECT 1 FROM history h WHERE h.entry_id = e.id)"
+            )[0]
+        if orphan:
+            problems.append(f"{orphan} entries without history")
+        return problems

@@ -1,0 +1,441 @@
+"""The memory logic, written once for every SQL backend: messages and buffers, entries,
+history and restore, the update queue, usage and counts.
+
+A backend supplies a :class:`~lightmem.store.db.Database` (connection, transactions,
+dialect, error translation) and an :class:`EntryIndex` (how vectors and full text are kept,
+searched and bulk-loaded); :class:`SQLStore` composes them into a
+:class:`~lightmem.store.base.MemoryStore`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Protocol
+
+from lightmem.errors import InvalidInputError, NotFoundError, StoreError
+from lightmem.store.bookkeeping import SQLBookkeeping
+from lightmem.store.db import Claimed, Database, Session
+from lightmem.store.graph_sql import SQLGraphStore
+from lightmem.store.sql import (
+    ENTRY_COLS,
+    buffered_from_rows,
+    buffered_params,
+    buffered_sql,
+    check_vector,
+    dumps,
+    entry_from_row,
+    entry_params,
+    filter_sql,
+    history_from_row,
+    message_from_row,
+    scope_sql,
+)
+from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
+from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
+
+#: Stores one entry (row, vector, full text) with its ``add`` event (reason) in a transaction.
+WriteEntry = Callable[[Session, MemoryEntry, Vector, str], None]
+#: The values of an entry's ``add`` history event: (entry, reason, JSON encoder).
+History = Callable[[MemoryEntry, str, Callable[[Any], Any]], tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class BulkLoad:
+    """One bulk load, as the store hands it to its search piece."""
+
+    session: Session
+    rows: Iterable[tuple[MemoryEntry, Vector]]
+    reason: str
+    add: WriteEntry  # the per-row path: row, vector, text and event
+    event: History  # the values of a row's event, for backends that stream them
+
+
+_HISTORY_COLS = "entry_id, user_id, agent_id, run_id, op, version, before, after, at, reason"
+_MESSAGE_COLS = (
+    "msg_id, user_id, agent_id, run_id, role, content, compressed, ts, time_text, "
+    "speaker_id, speaker_name, metadata, status, created_at"
+)
+_USAGE_FIELDS = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
+_CHUNK = 500  # ids per IN (...) list
+
+
+class EntryIndex(Protocol):
+    """The backend's search piece: vectors and full text of entries."""
+
+    #: Entry columns the piece fills besides :data:`~lightmem.store.sql.ENTRY_COLS`.
+    extra_columns: tuple[str, ...]
+    #: The bound embedder's dimension (set by the store).
+    dim: int | None
+
+    def extra_values(self, e: MemoryEntry, vec: Vector) -> tuple[Any, ...]: ...
+    def on_first_bind(self, s: Session, dim: int) -> None:
+        """The embedder was just bound (in transaction ``s``): create columns, indexes."""
+
+    def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None: ...
+    def before_delete(self, s: Session, rid: int) -> None: ...
+    def vector_search(
+        self, query: Vector, scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]: ...
+    def text_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]: ...
+    def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]: ...
+    def bulk_load(self, load: BulkLoad) -> int:
+        """Store ``load.rows`` with an ``add`` event each; returns how many."""
+
+    def integrity(self, s: Session) -> list[str]: ...
+
+
+class SQLStore(SQLBookkeeping):
+    """A :class:`~lightmem.store.base.MemoryStore` over a database and a search piece."""
+
+    def __init__(self, db: Database, index: EntryIndex, graph: SQLGraphStore) -> None:
+        super().__init__(db, index)
+        self.index = index
+        self.path = db.path
+        self.dim: int | None = None
+        self._graph = graph
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def graph(self) -> SQLGraphStore:
+        """The FluxMem graph kept in this store."""
+        return self._graph
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> SQLStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def bind_embedder(self, name: str, dim: int) -> None:
+        with self.db.read() as s:
+            row = s.one("SELECT value FROM meta WHERE key = 'embedder'")
+        if row is None and not self.db.read_only:
+            with self.db.transaction() as s:
+                row = s.one("SELECT value FROM meta WHERE key = 'embedder'" + self.db.row_lock)
+                if row is None:
+                    s.execute(
+                        "INSERT INTO meta VALUES ('embedder', ?) ON CONFLICT DO NOTHING",
+                        (json.dumps({"name": name, "dim": dim}),),
+                    )
+                    self.index.on_first_bind(s, dim)
+        if row is not None:
+            bound = json.loads(row[0])
+            if bound["name"] != name or bound["dim"] != dim:
+                raise StoreError(
+                    f"text_embedder: store {self.path!r} was built with {bound['name']} "
+                    f"({bound['dim']}-d) and cannot be searched with {name} ({dim}-d); "
+                    "use the same embedder or a new store"
+                )
+        self.dim = self.index.dim = dim
+
+    # -- message buffer -------------------------------------------------------------------
+    def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> None:
+        now = time.time()
+        ids = [m.id for m, _ in items]
+        with self.db.transaction() as s:
+            taken = set(self._existing_messages(s, scope, ids))
+            seen: set[str] = set()
+            for i, msg_id in enumerate(ids):
+                if msg_id in taken or msg_id in seen:
+                    raise InvalidInputError(
+                        f"messages[{i}].id: {msg_id!r} already exists in scope {scope.label()}"
+                    )
+                seen.add(msg_id)
+            s.many(
+                f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,'pending',?)",
+                [
+                    (
+                        m.id,
+                        scope.user_id,
+                        scope.agent_id,
+                        scope.run_id,
+                        m.role,
+                        m.content,
+                        compressed,
+                        m.timestamp.timestamp() if m.timestamp else None,
+                        m.time_text,
+                        m.speaker_id,
+                        m.speaker_name,
+                        dumps(dict(m.metadata), f"messages[{i}].metadata"),
+                        now,
+                    )
+                    for i, (m, compressed) in enumerate(items)
+                ],
+            )
+
+    def _existing_messages(self, s: Session, scope: Scope, ids: Sequence[str]) -> list[str]:
+        found: list[str] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = list(ids[start : start + _CHUNK])
+            found += [
+                r[0]
+                for r in s.all(
+                    f"SELECT msg_id FROM messages WHERE msg_id IN ({_marks(chunk)}) AND "
+                    "user_id = ? AND agent_id = ? AND run_id = ?",
+                    (*chunk, scope.user_id, scope.agent_id, scope.run_id),
+                )
+            ]
+        return found
+
+    def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
+        with self.db.read() as s:
+            rows = s.all(buffered_sql(self.db.dialect), buffered_params(scope, status))
+        return buffered_from_rows(rows, scope)
+
+    def buffered_scopes(self) -> list[Scope]:
+        with self.db.read() as s:
+            rows = s.all(
+                "SELECT DISTINCT user_id, agent_id, run_id FROM messages "
+                "WHERE status != 'extracted'"
+            )
+        return [Scope(*r) for r in rows]
+
+    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
+        try:
+            with self.db.transaction() as s:
+                self._lock_messages(s, [seq for seq, _ in assignments])
+                done = s.many(
+                    "UPDATE messages SET status = 'segmented', topic_id = ? "
+                    "WHERE seq = ? AND status = 'pending'",
+                    [(topic, seq) for seq, topic in assignments],
+                )
+                if done != len(assignments):
+                    raise Claimed()
+        except Claimed:
+            return False
+        return True
+
+    def _lock_messages(self, s: Session, seqs: Sequence[int]) -> None:
+        """Row locks taken in one global order, so racing writers wait, not deadlock."""
+        if self.db.row_lock:
+            for start in range(0, len(seqs), _CHUNK):
+                chunk = sorted(seqs)[start : start + _CHUNK]
+                s.all(
+                    f"SELECT seq FROM messages WHERE seq IN ({_marks(chunk)}) ORDER BY seq"
+                    + self.db.row_lock,
+                    chunk,
+                )
+
+    def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]:
+        if not ids:
+            return []
+        where, params = scope_sql(self.db.dialect, scope)
+        rows: list[Any] = []
+        with self.db.read() as s:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = list(ids[start : start + _CHUNK])
+                rows += s.all(
+                    "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
+                    f"speaker_name, metadata FROM messages WHERE msg_id IN ({_marks(chunk)}) "
+                    f"AND {where}",
+                    (*chunk, *params),
+                )
+        return [message_from_row(r[1:]) for r in sorted(rows, key=lambda r: int(r[0]))]
+
+    # -- entries ----------------------------------------------------------------------------
+    def commit_extraction(
+        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+    ) -> bool:
+        try:
+            with self.db.transaction() as s:
+                if message_seqs:
+                    self._lock_messages(s, message_seqs)
+                    done = s.many(
+                        "UPDATE messages SET status = 'extracted' "
+                        "WHERE seq = ? AND status = 'segmented'",
+                        [(seq,) for seq in sorted(set(message_seqs))],
+                    )
+                    if done != len(set(message_seqs)):
+                        raise Claimed()
+                for entry, vec in entries:
+                    self._write(s, entry, vec)
+                s.many(
+                    f"INSERT INTO history ({_HISTORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [self._event(e, "add", None, e, "extracted") for e, _ in entries],
+                )
+        except Claimed:
+            return False
+        return True
+
+    def import_entries(
+        self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"
+    ) -> int:
+        """Bulk-load entries (with an ``add`` history event each) in one transaction."""
+        with self.db.transaction() as s:
+            return self.index.bulk_load(
+                BulkLoad(
+                    s,
+                    rows,
+                    reason,
+                    self._add,
+                    lambda e, why, as_json: self._event(e, "add", None, e, why, as_json),
+                )
+            )
+
+    def _write(self, s: Session, e: MemoryEntry, vec: Vector) -> None:
+        check_vector(vec, self.dim)
+        cols = ", ".join(("speaker_key", *self.index.extra_columns))
+        values = (*entry_params(e), e.speaker.lower(), *self.index.extra_values(e, vec))
+        row = s.one(
+            f"INSERT INTO entries ({ENTRY_COLS}, {cols}) VALUES ({_marks(values)}) RETURNING rid",
+            values,
+        )
+        self.index.after_insert(s, int(row[0]), e, vec)
+
+    def _add(self, s: Session, e: MemoryEntry, vec: Vector, reason: str) -> None:
+        self._write(s, e, vec)
+        self._log(s, e, "add", None, e, reason)
+
+    def _remove(self, s: Session, entry_id: str) -> None:
+        rid = int(s.one("SELECT rid FROM entries WHERE id = ?", (entry_id,))[0])
+        self.index.before_delete(s, rid)
+        s.execute("DELETE FROM entries WHERE rid = ?", (rid,))
+
+    def _event(
+        self,
+        e: MemoryEntry,
+        op: str,
+        before: MemoryEntry | None,
+        after: MemoryEntry | None,
+        reason: str,
+        as_json: Callable[[Any], Any] = dumps,
+    ) -> tuple[Any, ...]:
+        return (
+            e.id,
+            e.scope.user_id,
+            e.scope.agent_id,
+            e.scope.run_id,
+            op,
+            e.version,
+            as_json(before.to_dict()) if before else None,
+            as_json(after.to_dict()) if after else None,
+            time.time(),
+            reason,
+        )
+
+    def _log(self, s: Session, *event: Any) -> None:
+        s.execute(
+            f"INSERT INTO history ({_HISTORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            self._event(*event),
+        )
+
+    def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None:
+        with self.db.read() as s:
+            return self._fetch(s, entry_id, scope)
+
+    def _fetch(
+        self, s: Session, entry_id: str, scope: Scope, *, lock: bool = False
+    ) -> MemoryEntry | None:
+        where, params = scope_sql(self.db.dialect, scope)
+        row = s.one(
+            f"SELECT {ENTRY_COLS} FROM entries WHERE id = ? AND {where}"
+            + (self.db.row_lock if lock else ""),
+            (entry_id, *params),
+        )
+        return entry_from_row(row) if row else None
+
+    def _require(self, s: Session, entry_id: str, scope: Scope) -> MemoryEntry:
+        found = self._fetch(s, entry_id, scope, lock=True)
+        if found is None:
+            raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
+        return found
+
+    def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        out: dict[str, MemoryEntry] = {}
+        with self.db.read() as s:
+            for start in range(0, len(entry_ids), _CHUNK):
+                chunk = list(entry_ids[start : start + _CHUNK])
+                for row in s.all(
+                    f"SELECT {ENTRY_COLS} FROM entries WHERE id IN ({_marks(chunk)})", chunk
+                ):
+                    e = entry_from_row(row)
+                    out[e.id] = e
+        return out
+
+    def list_entries(
+        self, scope: Scope, filters: Filters, limit: int, offset: int
+    ) -> list[MemoryEntry]:
+        where, params = filter_sql(self.db.dialect, scope, filters)
+        with self.db.read() as s:
+            rows = s.all(
+                f"SELECT {ENTRY_COLS} FROM entries WHERE {where} "
+                "ORDER BY coalesce(ts, created_at), rid LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            )
+        return [entry_from_row(r) for r in rows]
+
+    def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
+        with self.db.transaction() as s:
+            old = self._require(s, entry.id, entry.scope)
+            new = _touched(entry, version=old.version + 1, created_at=old.created_at)
+            self._remove(s, entry.id)
+            self._write(s, new, vector)
+            self._log(s, new, "update", old, new, reason)
+        return new
+
+    def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry:
+        with self.db.transaction() as s:
+            old = self._require(s, entry_id, scope)
+            self._remove(s, entry_id)
+            self._log(s, old, "delete", old, None, reason)
+        return old
+
+    def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
+        with self.db.transaction() as s:
+            current = self._fetch(s, snapshot.id, Scope(), lock=True)
+            if current is not None and current.scope != snapshot.scope:
+                raise NotFoundError(f"id: no memory entry {snapshot.id!r} in this scope")
+            top = s.one("SELECT max(version) FROM history WHERE entry_id = ?", (snapshot.id,))
+            new = _touched(snapshot, version=int(top[0] or 0) + 1)
+            if current is not None:
+                self._remove(s, snapshot.id)
+            self._write(s, new, vector)
+            self._log(s, new, "restore", current, new, reason)
+        return new
+
+    def history(self, entry_id: str, scope: Scope) -> list[HistoryEvent]:
+        where, params = scope_sql(self.db.dialect, scope)
+        with self.db.read() as s:
+            rows = s.all(
+                "SELECT seq, entry_id, op, version, at, reason, before, after FROM history "
+                f"WHERE entry_id = ? AND {where} ORDER BY seq",
+                (entry_id, *params),
+            )
+        return [history_from_row(r) for r in rows]
+
+    # -- search (the backend's piece) -----------------------------------------------------
+    def vector_search(
+        self, query: Vector, scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        return self.index.vector_search(query, scope, filters, k)
+
+    def text_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        return self.index.text_search(terms, scope, filters, k)
+
+    def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
+        return self.index.vectors(scope, filters)
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _touched(e: MemoryEntry, **changes: Any) -> MemoryEntry:
+    return replace(e, updated_at=datetime.now(UTC), **changes)

@@ -1,0 +1,157 @@
+"""The PostgreSQL database object: a connection pool, transactions, migrations, errors."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from lightmem.errors import InvalidInputError, StoreError
+from lightmem.store.db import Migration, Session
+from lightmem.store.sql import POSTGRES
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class PostgresDatabase:
+    """A :class:`~lightmem.store.db.Database` on one schema of a PostgreSQL server.
+
+    Connections come from a pool and are checked before use, so a restarted server is
+    reconnected on the next call; every block is one transaction."""
+
+    dialect = POSTGRES
+    row_lock = " FOR UPDATE"
+    read_only = False
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        migrations: Sequence[Migration | str],
+        *,
+        pool_size: int = 8,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        try:
+            from pgvector.psycopg import register_vector
+        except ImportError as exc:
+            raise StoreError("the postgres store needs: pip install 'lightmem[postgres]'") from exc
+        self.schema = schema
+        self.path = f"postgres:{redact(dsn)}#{schema}"
+        self._register_vector = register_vector
+        apply_migrations(dsn, schema, migrations, connect_timeout_s)
+        self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
+
+    @property
+    def commits(self) -> int:
+        return 0  # nothing is cached in this process
+
+    def _configure(self, conn: Any) -> None:
+        conn.execute(f"SET search_path TO {self.schema}, public")
+        self._register_vector(conn)
+        conn.commit()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        import psycopg
+
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield Session(conn, POSTGRES)
+        except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL refuses
+            raise InvalidInputError(f"value: PostgreSQL cannot store it ({exc})") from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"value: text with a lone surrogate cannot be stored ({exc})"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"store: database unavailable ({exc}); the operation was rolled back"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: {exc}") from exc
+
+    def read(self) -> Any:
+        return self.transaction()
+
+    def close(self) -> None:
+        try:
+            self._pool.close()
+        except Exception as exc:
+            raise StoreError(f"cannot close {self.path}: {exc}") from exc
+
+    def drop(self) -> None:
+        """Delete this schema and everything in it (tests, benchmarks)."""
+        with self.transaction() as s:
+            s.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+def apply_migrations(
+    dsn: str, schema: str, migrations: Sequence[Migration | str], timeout: float = 10.0
+) -> None:
+    """Bring ``schema`` up to ``len(migrations)``: each missing step once, in order, in one
+    transaction, one migrator at a time across processes; a newer schema is refused."""
+    import psycopg
+
+    if not _SCHEMA_NAME.match(schema):
+        raise StoreError(f"store.schema: {schema!r} is not a plain lower-case identifier")
+    try:
+        conn = psycopg.connect(dsn, autocommit=False, connect_timeout=int(timeout))
+    except psycopg.Error as exc:
+        raise StoreError(f"store.dsn: cannot connect to {redact(dsn)} ({exc})") from exc
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            conn.execute(f"SET LOCAL search_path TO {schema}, public")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            current = int(row[0] or 0) if row else 0
+            if current > len(migrations):
+                raise StoreError(
+                    f"store: schema {schema!r} is at version {current}; this lightmem "
+                    f"knows up to {len(migrations)}: upgrade lightmem"
+                )
+            for version in range(current + 1, len(migrations) + 1):
+                step = migrations[version - 1]
+                conn.execute(step.sql if isinstance(step, Migration) else step)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
+                )
+    except psycopg.Error as exc:
+        raise StoreError(f"store: cannot create or migrate schema {schema!r}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def open_pool(dsn: str, size: int, timeout: float, configure: Callable[[Any], None]) -> Any:
+    """An open psycopg connection pool whose connections are checked before use (so a
+    restarted server is reconnected on the next call)."""
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=size,
+        kwargs={"autocommit": False, "connect_timeout": int(timeout)},
+        configure=configure,
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as exc:
+        pool.close()
+        raise StoreError(f"store.dsn: cannot connect to {redact(dsn)} ({exc})") from exc
+    return pool
+
+
+def redact(dsn: str) -> str:
+    """The DSN with its password masked."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)

@@ -1,0 +1,47 @@
+"""The SQLite schema as named, versioned steps (the one place SQLite tables are defined).
+
+A store records the steps it has applied in ``meta.schema_version`` (and, from step 2 on,
+by name in ``schema_migrations``); opening it applies the missing ones in one transaction.
+Stores written before the runner existed are at step 1.
+"""
+
+from __future__ import annotations
+
+from lightmem.store.db import Migration
+from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.sql import SQLITE
+
+APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
+
+_TYPES = SQLITE_TYPES
+
+# Vectors as blobs beside their rows; node full text in FTS5.
+_OWN_TABLES = """
+CREATE TABLE IF NOT EXISTS vectors (
+    rid INTEGER PRIMARY KEY REFERENCES entries (rid) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS graph_vectors (
+    rid INTEGER PRIMARY KEY REFERENCES graph_nodes (rid) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS graph_fts USING fts5 (body, tokenize = 'porter unicode61')
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "initial",
+        ";\n".join((core_tables(_TYPES), graph_tables(_TYPES), _OWN_TABLES)),
+    ),
+    Migration(
+        "graph_scope",
+        """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL
+);
+"""
+        + graph_scope(SQLITE),
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,27 @@
+"""Value types the store interfaces speak (a leaf module: no other store import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.types import Message, Scope
+
+MessageStatus = Literal["pending", "segmented", "extracted"]
+ScoredId = tuple[str, float]
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class BufferedMessage:
+    """A persisted message with its place in the sensory / short-term buffers."""
+
+    seq: int
+    scope: Scope
+    message: Message
+    compressed: str
+    status: MessageStatus
+    topic_id: str
