@@ -176,7 +176,7 @@ class _Bench:
 
     def _task_text(self, seed: int, fold: str) -> str:
         game = self.w.reset(self.name, self.params, seed, fold)
-        text = f"{game.task} {game.observation}"[:2000]
+        text = f"{game.task} [{fold} game {seed}]"
         self.seed_of[text] = (seed, fold)
         return text
 

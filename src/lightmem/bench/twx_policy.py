@@ -102,7 +102,11 @@ class Player:
         tried: set[str] = set()
         last = ""
         while not game.done and len(actions) < self.step_limit:
-            action = self._choose(game, plans, avoid, tried, game.reads, rng)
+            # First look around, so what the room holds is in the run's observations.
+            look = not actions and "look around" in game.valid
+            action = (
+                "look around" if look else self._choose(game, plans, avoid, tried, game.reads, rng)
+            )
             if action is None:
                 break
             tried.add(action)

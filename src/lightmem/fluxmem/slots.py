@@ -228,7 +228,40 @@ def _rules(skel: str, instances: list[tuple[list[str], list[str]]]) -> dict[str,
                 for key in _keys(of, v[of], rl):
                     table[key][v[n]] += 1
             rules[n] = {"fill": "pick", "of": of, "table": {k: dict(c) for k, c in table.items()}}
+    _depend(names, rules, instances)
     return rules
+
+
+def _depend(
+    names: list[str], rules: dict[str, Any], instances: list[tuple[list[str], list[str]]]
+) -> None:
+    """A later ``seen`` slot whose value follows from another slot ("put <seen1> in
+    <seen2>": each thing has its place; "cook <read1> in <seen1>": the recipe's verb picks
+    the tool) becomes a ``pick`` keyed by that slot, whichever key predicts it best."""
+    for j, n in enumerate(names):
+        if not n.startswith("seen") or j == 0:
+            continue
+        best: tuple[float, str, dict[str, Counter[str]]] | None = None
+        for k, of in enumerate(names[:j]):
+            if not of.startswith(("read", "seen")):
+                continue
+            table: dict[str, Counter[str]] = defaultdict(Counter)
+            for values, rl in instances:
+                for key in _keys(of, values[k], rl):
+                    table[key][values[j].lower()] += 1
+            total = sum(sum(c.values()) for c in table.values())
+            distinct = {v for c in table.values() for v in c}
+            if not total or len(distinct) < 2:
+                continue
+            agree = sum(max(c.values()) for c in table.values()) / total
+            if agree >= PURITY and (best is None or agree > best[0]):
+                best = (agree, of, table)
+        if best is not None:
+            rules[n] = {
+                "fill": "pick",
+                "of": best[1],
+                "table": {x: dict(c) for x, c in best[2].items()},
+            }
 
 
 def _keys(of: str, value: str, read_lines: Sequence[str]) -> list[str]:
@@ -330,7 +363,8 @@ def episode_run(node: Node, *, only_ending: tuple[str, ...] = ()) -> Run | None:
     docs = [str(r) for r in node.data.get("reads", [])]
     docs = docs if len(docs) == len(acts) else obs  # no documents named: all it saw
     reads = [[task, *filter(None, docs[:k])] for k in range(len(acts))]
-    before = [task, *obs[:-1]]
+    # What the agent had seen before each action: the task and every earlier observation.
+    before = ["\n".join([task, *obs[:k]]) for k in range(len(acts))]
     keep = [
         k
         for k in range(len(acts))
