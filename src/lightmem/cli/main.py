@@ -6,14 +6,13 @@ import argparse
 import json
 import os
 import sys
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from lightmem.config import build_llm, parse_config
+from lightmem.cli.args import count, load_config
+from lightmem.cli.bench import add_bench_parser, run_bench
 from lightmem.errors import InvalidInputError, LightMemError
-from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
 _DSN_HELP = "PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)"
@@ -25,22 +24,6 @@ def _tenant_args(p: argparse.ArgumentParser, data_help: str = "tenant stores and
         "--data-dir", default=os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data"), help=data_help
     )
     p.add_argument("--dsn", default=None, help=_DSN_HELP)
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum`` (exit 2 with the flag named)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
-        return value
-
-    parse.__name__ = "count"
-    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,14 +47,14 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("add", help="add a conversation from a JSON or JSONL file ('-' = stdin)")
     a.add_argument("file")
-    a.add_argument("--batch", type=_count(1), default=64, help="messages per add_memory call")
+    a.add_argument("--batch", type=count(1), default=64, help="messages per add_memory call")
     a.add_argument("--no-flush", action="store_true", help="leave the tail buffered")
 
     s = sub.add_parser("search", help="retrieve memories for a query")
     s.add_argument("query")
-    s.add_argument("--limit", type=_count(1), default=10)
+    s.add_argument("--limit", type=count(1), default=10)
     s.add_argument("--mode", choices=["embedding", "context", "hybrid", "hierarchical"])
-    s.add_argument("--budget-tokens", type=_count(1))
+    s.add_argument("--budget-tokens", type=count(1))
     s.add_argument("--speaker")
     s.add_argument("--context", action="store_true", help="print formatted prompt context")
 
@@ -89,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     _tenant_args(sv)
     sv.add_argument("--max-body-mb", type=float, default=8.0)
     sv.add_argument(
-        "--workers", type=_count(1), default=1, help="server processes (share the files)"
+        "--workers", type=count(1), default=1, help="server processes (share the files)"
     )
 
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
@@ -115,85 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     mg.add_argument("--schema", default="lightmem")
     mg.add_argument("--skip-graph", action="store_true", help="migrate without the FluxMem graph")
 
-    b = sub.add_parser("bench", help="benchmarks (print JSON)")
-    bsub = b.add_subparsers(dest="bench", required=True)
-    lo = bsub.add_parser("locomo", help="LoCoMo evidence recall within a token budget")
-    lo.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
-    lo.add_argument("--budget-tokens", type=_count(1), default=800)
-    lo.add_argument("--out", help="write the full per-question JSON here")
-    lo.add_argument(
-        "--llm",
-        action="store_true",
-        help="extract with the configured LLM endpoint (LIGHTMEM_LLM_* or --config)",
-    )
-    lo.add_argument(
-        "--qa", action="store_true", help="answer each question and grade it with an LLM judge"
-    )
-    _local_llm_options(lo)
-    lo.add_argument("--samples", type=_count(1), help="only the first N conversations")
-    lo.add_argument("--limit-turns", type=_count(1), help="only the first N turns of each")
-    fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation: table tasks or TextWorldExpress")
-    fm.add_argument("--env", choices=["tables", "twx"], default="tables")
-    fm.add_argument("--seeds", type=_count(1), default=5, help="how many seeds (medians reported)")
-    fm.add_argument("--first-seed", type=_count(0), default=0)
-    fm.add_argument("--train", type=_count(1), help="training tasks/games (tables 40, twx 20)")
-    fm.add_argument("--test", type=_count(1), help="held-out tasks/games (tables 60, twx 20)")
-    fm.add_argument("--games", default="cookingworld,twc,coin,mapreader", help="twx games")
-    fm.add_argument("--param", action="append", default=[], help="twx: game:key=value")
-    fm.add_argument("--rounds", type=_count(1), default=5, help="twx: Stage II retries per game")
-    fm.add_argument(
-        "--llm",
-        action="store_true",
-        help="twx: FluxMem's judgements by the configured LLM (the player stays programmatic)",
-    )
-    fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
-    fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
-    fm.add_argument("--dsn", help="with --scale: the graph in PostgreSQL at this DSN")
-    fm.add_argument("--out", help="write the full JSON (every seed) here")
-    se = bsub.add_parser("serve", help="REST under concurrent clients; MCP stdio latency")
-    se.add_argument("--memories", type=_count(1), default=10_000)
-    se.add_argument("--clients", type=_count(1), default=20)
-    se.add_argument("--requests", type=_count(1), default=2_000)
-    se.add_argument("--workers", type=_count(1), default=1)
-    se.add_argument("--dsn", help="tenants and keys in PostgreSQL at this DSN")
-    sc = bsub.add_parser("scale", help="load and search N synthetic memories per backend")
-    sc.add_argument("--n", type=_count(100), default=100_000)
-    sc.add_argument("--dsn", help="also PostgreSQL at this DSN")
-    sc.add_argument(
-        "--ef-search",
-        default="40,100,200,400",
-        help="PostgreSQL HNSW ef_search values to measure (comma-separated)",
-    )
-    cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
-    cc.add_argument("--writers", type=_count(1), default=4)
-    cc.add_argument("--readers", type=_count(0), default=4)
-    cc.add_argument("--seconds", type=float, default=60.0)
-    cc.add_argument("--dsn", help="PostgreSQL DSN (default: a SQLite file in a temp folder)")
-    cr = bsub.add_parser("crash", help="SIGKILL ingestion at random points, then verify")
-    cr.add_argument("--kills", type=_count(1), default=200)
-    cr.add_argument("--llm", action="store_true", help="the LLM pipeline, against the stub")
-    so = bsub.add_parser("soak", help="long mixed workload: RSS growth and latency drift")
-    so.add_argument("--minutes", type=float, default=30.0)
-    so.add_argument("--out", help="write every window as JSON here")
-    rs = bsub.add_parser("rss", help="peak RSS of one REST add of huge messages (child processes)")
-    rs.add_argument("--case", action="append", choices=["baseline", "huge", "mixed", "reopen"])
-    rs.add_argument("--as-limit-gb", type=float, default=4.0, help="prlimit --as per child")
-    co = bsub.add_parser("cost", help="LLM calls and prompt tokens per turn, via the stub server")
-    co.add_argument("file", help="a LoCoMo JSON file (locomo10.json format)")
-    co.add_argument("--samples", type=_count(1), default=1, help="conversations to ingest")
-    co.add_argument("--endpoint", help="a real OpenAI-compatible endpoint instead of the stub")
-    co.add_argument("--model", default="", help="with --endpoint: the model name")
-    co.add_argument("--limit-turns", type=_count(1), help="only the first N turns of each")
-    _local_llm_options(co)
+    add_bench_parser(sub)
     return p
-
-
-def _local_llm_options(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument(
-        "--local-gguf",
-        help="serve this GGUF model (or 'smollm2') with llama.cpp on 127.0.0.1 (lightmem[local])",
-    )
-    sp.add_argument("--context-tokens", type=_count(256), default=2048, help="with --local-gguf")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,38 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-_READ_COMMANDS = ("search", "show", "history", "stats")
-
-
-def _config(args: argparse.Namespace) -> dict[str, Any]:
-    """The library config: ``--config``'s file, with ``--store`` as its store unless the file
-    names one. A ``--store`` that contradicts the file's store is refused, and so (for read
-    commands) is a store file that does not exist, rather than creating an empty one."""
-    cfg: dict[str, Any] = {}
-    if args.config:
-        try:
-            cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
-        if not isinstance(cfg, dict):
-            raise InvalidInputError(f"--config: {args.config} must hold a JSON object")
-    named = "store" in cfg or "embedding_retriever" in cfg
-    if not named:
-        default = os.environ.get("LIGHTMEM_STORE", "lightmem.db")
-        cfg["store"] = {"path": args.store if args.store is not None else default}
-    settings = parse_config(cfg)
-    path = settings.store_path if settings.store_provider == "sqlite" else None
-    if named and args.store is not None and (path is None or Path(path) != Path(args.store)):
-        where = repr(path) if path is not None else "a PostgreSQL store"
-        raise InvalidInputError(
-            f"--store: {args.store!r} conflicts with {where} in --config {args.config}; give one"
-        )
-    if path is not None and args.command in _READ_COMMANDS and not Path(path).exists():
-        flag = "--store" if not named else "--config"
-        raise InvalidInputError(f"{flag}: no lightmem store at {path!r}; 'add' creates one")
-    return cfg
 
 
 def _scope(args: argparse.Namespace) -> dict[str, Any]:
@@ -255,7 +129,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             demo.run(sys.stdout)
         return 0
     if args.command == "bench":
-        return _bench(args)
+        return run_bench(args)
     if args.command == "migrate":
         from lightmem.store.migrate import migrate
 
@@ -265,8 +139,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("serve", "mcp", "keys"):
         from lightmem.cli import serve
 
-        return serve.dispatch(args, _config(args))
-    with LightMemory.from_config(_config(args)) as mem:
+        return serve.dispatch(args, load_config(args))
+    with LightMemory.from_config(load_config(args)) as mem:
         if args.command == "add":
             return _add(mem, args)
         if args.command == "search":
@@ -337,173 +211,6 @@ def _add(mem: LightMemory, args: argparse.Namespace) -> int:
     if not args.no_flush:
         created += len(mem.flush(**_scope(args)).entries_created)
     print(json.dumps({"messages": len(messages), "entries_created": created}))
-    return 0
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from lightmem.bench import cost
-
-    if args.bench == "fluxmem" and args.env == "twx":
-        from lightmem.bench import fluxmem_twx, twx_env
-
-        args.train, args.test = args.train or 20, args.test or 20
-        games = twx_env.parse_games(args.games, args.param)
-        reasoner = None
-        if args.llm:
-            from lightmem.fluxmem import LLMReasoner
-
-            mm = (_config(args) if args.config else {}).get("memory_manager")
-            client = build_llm(
-                parse_config({"memory_manager": mm or {"model_name": "openai"}}), Ledger()
-            )
-            reasoner = LLMReasoner(client) if client is not None else None
-        result = fluxmem_twx.run(
-            games,
-            seeds=args.seeds,
-            first_seed=args.first_seed,
-            train=args.train,
-            test=args.test,
-            rounds=args.rounds,
-            reasoner=reasoner,
-        )
-        if args.out:
-            Path(args.out).write_text(json.dumps(result, indent=1))
-        for g in result["games"].values():
-            g.pop("samples")
-        print(json.dumps(result, indent=2))
-        return 0
-    if args.bench == "fluxmem":
-        from lightmem.bench import fluxmem
-
-        args.train, args.test = args.train or 40, args.test or 60
-        result = fluxmem.run_seeds(
-            args.seeds, first_seed=args.first_seed, train=args.train, test=args.test, plot=args.plot
-        )
-        if args.scale:
-            result["scale"] = fluxmem.scale(dsn=args.dsn)
-        if args.out:
-            Path(args.out).write_text(json.dumps(result, indent=1))
-        result.pop("runs")
-        print(json.dumps(result, indent=2))
-        return 0
-    if args.bench == "serve":
-        from lightmem.bench import serve as serve_bench
-
-        result = serve_bench.run(
-            memories=args.memories,
-            clients=args.clients,
-            requests=args.requests,
-            workers=args.workers,
-            dsn=args.dsn,
-        )
-        print(json.dumps(result, indent=2))
-        return 0
-    if args.bench == "scale":
-        from lightmem.bench import scale
-
-        try:
-            efs = tuple(int(x) for x in args.ef_search.split(","))
-        except ValueError as exc:
-            raise InvalidInputError("--ef-search: comma-separated positive integers") from exc
-        if min(efs) < 1:
-            raise InvalidInputError("--ef-search: comma-separated positive integers")
-        print(json.dumps(scale.run(args.n, dsn=args.dsn, ef_search=efs), indent=2))
-        return 0
-    if args.bench == "concurrency":
-        import tempfile
-
-        from lightmem.bench import concurrency
-
-        with tempfile.TemporaryDirectory(prefix="lightmem-conc-") as tmp:
-            schema = f"bench_concurrency_{uuid.uuid4().hex[:8]}"
-            store = (
-                {"provider": "postgres", "dsn": args.dsn, "schema": schema}
-                if args.dsn
-                else {"provider": "sqlite", "path": str(Path(tmp) / "conc.db")}
-            )
-            try:
-                result = concurrency.run(
-                    store, writers=args.writers, readers=args.readers, seconds=args.seconds
-                )
-            finally:
-                if args.dsn:
-                    from lightmem.store.postgres import PostgresStore
-
-                    PostgresStore(args.dsn, schema=schema).drop()
-        print(json.dumps(result, indent=2))
-        return 0
-    if args.bench == "crash":
-        from lightmem.bench import crash
-
-        print(json.dumps(crash.run(args.kills, llm=args.llm), indent=2))
-        return 0
-    if args.bench == "soak":
-        from lightmem.bench import soak
-
-        if args.minutes <= 0:
-            raise InvalidInputError("--minutes: must be positive")
-        result = soak.run(minutes=args.minutes)
-        if args.out:
-            Path(args.out).write_text(json.dumps(result, indent=1))
-        result.pop("windows")
-        print(json.dumps(result, indent=2))
-        return 0
-    if args.bench == "rss":
-        from lightmem.bench import rss
-
-        if not 0.5 <= args.as_limit_gb <= 64:
-            raise InvalidInputError("--as-limit-gb: expected a number in [0.5, 64]")
-        print(json.dumps(rss.run(args.case or rss.CASES, limit_gb=args.as_limit_gb), indent=2))
-        return 0
-    if args.local_gguf:
-        with cost.local_model(args.local_gguf, context_tokens=args.context_tokens) as (local, n):
-            return _bench_llm(args, local, n)
-    endpoint = getattr(args, "endpoint", None)
-    llm: dict[str, Any] | None = None
-    if endpoint:
-        llm = {
-            "model_name": "openai",
-            "configs": {"openai_base_url": endpoint, "model": args.model or "default"},
-        }
-    return _bench_llm(args, llm, None)
-
-
-def _bench_llm(
-    args: argparse.Namespace, llm: dict[str, Any] | None, count: Callable[[str], int] | None
-) -> int:
-    from lightmem.bench import cost, locomo
-
-    if args.bench == "cost":
-        result = cost.run(
-            args.file, samples=args.samples, endpoint=llm, limit_turns=args.limit_turns
-        )
-        print(json.dumps(result, indent=2))
-        return 0
-    cfg: dict[str, Any] = {}
-    if args.config:
-        cfg = _config(args)
-        cfg.pop("store", None)
-    if llm is not None:
-        cfg["memory_manager"] = llm
-    if args.llm and "memory_manager" not in cfg:
-        cfg["memory_manager"] = {"model_name": "openai"}
-    qa_client = None
-    if args.qa:
-        llm_cfg = {"memory_manager": cfg.get("memory_manager") or {"model_name": "openai"}}
-        qa_client = build_llm(parse_config(llm_cfg), Ledger())
-    result = locomo.run(
-        args.file,
-        budget_tokens=args.budget_tokens,
-        config=cfg or None,
-        qa_client=qa_client,
-        progress=lambda msg: print(msg, file=sys.stderr),
-        samples=args.samples,
-        limit_turns=args.limit_turns,
-        count_tokens=count,
-    )
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
-    print(json.dumps(result["summary"], indent=2))
     return 0
 
 

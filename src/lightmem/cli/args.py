@@ -1,0 +1,61 @@
+"""Argument helpers shared by the ``lightmem`` commands: counts and the library config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lightmem.config import parse_config
+from lightmem.errors import InvalidInputError
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (exit 2 with the flag named)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+_READ_COMMANDS = ("search", "show", "history", "stats")
+
+
+def load_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The library config: ``--config``'s file, with ``--store`` as its store unless the file
+    names one. A ``--store`` that contradicts the file's store is refused, and so (for read
+    commands) is a store file that does not exist, rather than creating an empty one."""
+    cfg: dict[str, Any] = {}
+    if args.config:
+        try:
+            cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
+        if not isinstance(cfg, dict):
+            raise InvalidInputError(f"--config: {args.config} must hold a JSON object")
+    named = "store" in cfg or "embedding_retriever" in cfg
+    if not named:
+        default = os.environ.get("LIGHTMEM_STORE", "lightmem.db")
+        cfg["store"] = {"path": args.store if args.store is not None else default}
+    settings = parse_config(cfg)
+    path = settings.store_path if settings.store_provider == "sqlite" else None
+    if named and args.store is not None and (path is None or Path(path) != Path(args.store)):
+        where = repr(path) if path is not None else "a PostgreSQL store"
+        raise InvalidInputError(
+            f"--store: {args.store!r} conflicts with {where} in --config {args.config}; give one"
+        )
+    if path is not None and args.command in _READ_COMMANDS and not Path(path).exists():
+        flag = "--store" if not named else "--config"
+        raise InvalidInputError(f"{flag}: no lightmem store at {path!r}; 'add' creates one")
+    return cfg
