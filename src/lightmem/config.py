@@ -31,7 +31,7 @@ EMBEDDERS = ("wordllama", "huggingface", "openai", "use-multilingual", "e5-small
 VECTOR_RETRIEVERS = ("sqlite", "qdrant", "faiss", "FAISS")
 # ``text_embedder: {model_name: "multilingual"}``: the multilingual embedder chosen by
 # measurement (README, "Languages").
-MULTILINGUAL_EMBEDDER = "use-multilingual"
+MULTILINGUAL_EMBEDDER = "e5-small"
 _log = logging.getLogger("lightmem.config")
 
 
