@@ -96,16 +96,13 @@ def test_entropy_compressor_keeps_facts() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300), st.floats(0.05, 1.0))
 def test_compression_is_an_ordered_subsequence(text: str, rate: float) -> None:
-    out = EntropyCompressor(rate).compress(text).split()
-    src = text.split()
-    it = iter(w for token in src for w in [token])
-    joined = " ".join(src)
-    pos = 0
-    for w in out:
-        found = joined.find(w, pos)
-        assert found >= 0, (w, text)
-        pos = found + len(w)
-    del it
+    # Compression only deletes: its characters (spaces aside) appear in the input in order.
+    # Whole whitespace tokens are the unit for spaced scripts, but scripts written without
+    # spaces drop words inside a token, so the check is per character.
+    out = EntropyCompressor(rate).compress(text)
+    rest = iter("".join(text.split()))
+    for ch in "".join(out.split()):
+        assert any(ch == c for c in rest), (ch, out, text)
 
 
 def test_segmenter_splits_on_topic_change_and_time_gap() -> None:
