@@ -48,6 +48,7 @@ from lightmem.pipeline.update import (
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
+from lightmem.store.purge import PurgeReport
 from lightmem.types import (
     Filters,
     HistoryEvent,
@@ -305,6 +306,23 @@ class LightMemory:
         """Delete an entry; it stays in the history and can be restored."""
         scope = validate.scope(user_id, agent_id, run_id)
         return self.store.delete_entry(validate.entry_id(entry_id), scope, "manual delete")
+
+    @_serialised
+    def purge(
+        self,
+        entry_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> PurgeReport:
+        """Erase an entry, or everything in a scope (entries, history, raw turns, FluxMem
+        graph), for good: not restorable, no copy left in the database file."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        if entry_id is None and scope.label() == "default":
+            raise InvalidInputError("entry_id: give an id or a user_id / agent_id / run_id")
+        eid = None if entry_id is None else validate.entry_id(entry_id)
+        return self.store.purge(scope, eid)
 
     def history(
         self,

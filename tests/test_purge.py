@@ -1,0 +1,151 @@
+"""Erasure: ``purge`` removes an entry or a whole scope for good, on both backends, and
+leaves no copy of the text in the SQLite file or its WAL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lightmem import InvalidInputError, LightMemory, NotFoundError
+from lightmem.fluxmem import FluxMemAgent
+
+SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
+OTHER = "Bob keeps his bicycle in the garage beside the red ladder"
+
+
+def _turns(text: str, tag: str) -> list[dict[str, Any]]:
+    return [
+        {"id": f"{tag}1", "role": "user", "content": text},
+        {"id": f"{tag}2", "role": "assistant", "content": "Noted, I will remember that."},
+    ]
+
+
+def _fill(mem: LightMemory) -> tuple[list[str], list[str]]:
+    a = mem.add_memory(_turns(SECRET, "m"), force_extract=True, user_id="maya")
+    b = mem.add_memory(_turns(OTHER, "b"), force_extract=True, user_id="bob")
+    assert a.entries_created and b.entries_created
+    return list(a.entries_created), list(b.entries_created)
+
+
+def _all_text(mem: LightMemory, user: str) -> str:
+    entries = mem.list_entries(user_id=user)
+    return " ".join(e.text + " " + e.original_text for e in entries)
+
+
+def test_purge_needs_an_id_or_a_scope(memory: LightMemory) -> None:
+    with pytest.raises(InvalidInputError, match=r"^entry_id"):
+        memory.purge()
+    with pytest.raises(NotFoundError):
+        memory.purge("no-such-entry", user_id="maya")
+
+
+def test_purge_by_id_removes_entry_history_sources_and_index(memory: LightMemory) -> None:
+    maya, bob = _fill(memory)
+    target = maya[0]
+    memory.update(target, SECRET + " (updated)", user_id="maya")
+    assert memory.retrieve("locker combination", user_id="maya", mode="context")
+    report = memory.purge(target, user_id="maya")
+    assert report.removed["entries"] == 1
+    assert report.removed["history"] >= 2  # add + update
+    assert report.removed["messages"] >= 1
+    with pytest.raises(NotFoundError):
+        memory.get(target, user_id="maya")
+    with pytest.raises(NotFoundError):
+        memory.history(target, user_id="maya")
+    with pytest.raises(NotFoundError):
+        memory.restore(target, user_id="maya")
+    hits = memory.retrieve("locker combination", user_id="maya", mode="context")
+    assert target not in [h.entry.id for h in hits]
+    hits = memory.retrieve(SECRET, user_id="maya", mode="embedding")
+    assert target not in [h.entry.id for h in hits]
+    # Bob's data is untouched.
+    assert {e.id for e in memory.list_entries(user_id="bob")} == set(bob)
+    assert "bicycle" in _all_text(memory, "bob")
+
+
+def test_purge_of_a_deleted_entry_removes_its_history(memory: LightMemory) -> None:
+    maya, _ = _fill(memory)
+    memory.delete(maya[0], user_id="maya")
+    report = memory.purge(maya[0], user_id="maya")
+    assert report.removed["entries"] == 0 and report.removed["history"] >= 2
+    with pytest.raises(NotFoundError):
+        memory.restore(maya[0], user_id="maya")
+
+
+def test_purge_by_id_respects_the_scope(memory: LightMemory) -> None:
+    maya, _ = _fill(memory)
+    with pytest.raises(NotFoundError):
+        memory.purge(maya[0], user_id="bob")
+    assert memory.get(maya[0], user_id="maya")
+
+
+def test_purge_scope_removes_everything_of_it_and_nothing_else(memory: LightMemory) -> None:
+    maya, bob = _fill(memory)
+    memory.add_memory(_turns("Maya is still typing", "p"), user_id="maya")  # buffered turns
+    memory.construct_update_queue_all_entries(user_id="maya")
+    graph = memory.store.graph()
+    flux_maya = FluxMemAgent.on_store(memory.store, memory.embedder, user_id="maya")
+    flux_bob = FluxMemAgent.on_store(memory.store, memory.embedder, user_id="bob")
+    flux_maya.add_knowledge(SECRET, source="maya")
+    flux_bob.add_knowledge(OTHER, source="bob")
+    bob_counts = memory.store.counts(memory_scope("bob"))
+    bob_graph = graph.graph_counts(memory_scope("bob"))
+    bob_history = flux_bob.history()
+
+    report = memory.purge(user_id="maya")
+    assert report.removed["entries"] == len(maya)
+    assert report.removed["messages"] == 4  # two extracted, two buffered
+    assert report.removed["graph_nodes"] >= 1 and report.removed["graph_history"] >= 1
+    assert memory.list_entries(user_id="maya") == []
+    assert memory.store.buffered_scopes() == []
+    assert flux_maya.history() == []
+    assert graph.graph_counts(memory_scope("maya")).get("semantic", 0) == 0
+    assert not memory.retrieve("locker", user_id="maya", mode="context")
+    # Bob: exactly as before.
+    assert {e.id for e in memory.list_entries(user_id="bob")} == set(bob)
+    assert memory.store.counts(memory_scope("bob")) == bob_counts
+    assert graph.graph_counts(memory_scope("bob")) == bob_graph
+    assert flux_bob.history() == bob_history
+
+
+def memory_scope(user: str) -> Any:
+    from lightmem.types import Scope
+
+    return Scope(user_id=user)
+
+
+def _file_bytes(path: Path) -> bytes:
+    data = b""
+    for suffix in ("", "-wal"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            data += p.read_bytes()
+    return data
+
+
+@pytest.mark.parametrize("how", ["id", "scope"])
+def test_no_copy_left_in_the_sqlite_file(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "erase.db"
+    needle = b"31-07-1994"
+    with LightMemory.from_config({"store": {"provider": "sqlite", "path": str(path)}}) as mem:
+        # As on SQLite builds whose default is off: the purge must switch it on itself.
+        with mem.store.db.read() as s:  # type: ignore[attr-defined]
+            s.raw.execute("PRAGMA secure_delete = OFF")
+        maya, _ = _fill(mem)
+        FluxMemAgent.on_store(mem.store, mem.embedder, user_id="maya").add_knowledge(
+            SECRET, source="maya"
+        )
+        mem.delete(maya[0], user_id="maya")
+        # A plain delete keeps the text (history, raw turns): the check below can fail.
+        assert needle in _file_bytes(path)
+        if how == "id":
+            report = mem.purge(maya[0], user_id="maya")
+            mem.purge(user_id="maya")  # the FluxMem fact is only reachable by scope
+        else:
+            report = mem.purge(user_id="maya")
+        assert report.compacted
+        assert needle not in _file_bytes(path)
+        assert b"bicycle" in _file_bytes(path)
+    assert needle not in _file_bytes(path)
