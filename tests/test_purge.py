@@ -149,3 +149,88 @@ def test_no_copy_left_in_the_sqlite_file(tmp_path: Path, how: str) -> None:
         assert needle not in _file_bytes(path)
         assert b"bicycle" in _file_bytes(path)
     assert needle not in _file_bytes(path)
+
+
+def test_rest_purge_round_trip(tmp_path: Path) -> None:
+    import httpx
+
+    from lightmem.server.rest import create_app
+    from lightmem.server.tenancy import TenantPool
+    from lightmem.testing.live_server import LiveServer
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    try:
+        with LiveServer(create_app(pool, keys)) as url:
+            headers = {"Authorization": f"Bearer {keys.create('acme')}"}
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+                for user, text, tag in (("maya", SECRET, "m"), ("bob", OTHER, "b")):
+                    body = {"messages": _turns(text, tag), "force_extract": True, "user_id": user}
+                    assert c.post("/v1/memories", json=body).status_code == 200
+                assert c.delete("/v1/purge").status_code == 422
+                assert c.delete("/v1/purge", params={"entry_id": "nope"}).status_code == 404
+                eid = c.get("/v1/memories", params={"user_id": "bob"}).json()["items"][0]["id"]
+                one = c.delete("/v1/purge", params={"entry_id": eid}).json()
+                assert one["removed"]["entries"] == 1 and one["compacted"]
+                assert c.get(f"/v1/memories/{eid}/history").status_code == 404
+                r = c.delete("/v1/purge", params={"user_id": "maya"})
+                assert r.status_code == 200 and r.json()["removed"]["entries"] >= 1
+                assert c.get("/v1/memories", params={"user_id": "maya"}).json()["items"] == []
+                assert c.get("/v1/memories", params={"user_id": "bob"}).json()["items"]
+                assert "/v1/purge" in c.get("/openapi.json").json()["paths"]
+    finally:
+        keys.close()
+        pool.close()
+
+
+def test_mcp_purge_memory_tool(tmp_path: Path) -> None:
+    import asyncio
+
+    from fastmcp import Client
+
+    from lightmem.server.mcp import create_mcp
+    from lightmem.server.tenancy import TenantPool
+
+    pool = TenantPool(tmp_path / "data")
+    tenant = pool.get("local")
+    server = create_mcp(lambda: tenant)
+
+    async def main() -> None:
+        async with Client(server) as c:
+            assert "purge_memory" in {t.name for t in await c.list_tools()}
+            await c.call_tool(
+                "add_memory",
+                {"messages": _turns(SECRET, "m"), "user_id": "maya", "force_extract": True},
+            )
+            with pytest.raises(Exception, match="entry_id"):
+                await c.call_tool("purge_memory", {})
+            r = await c.call_tool("purge_memory", {"user_id": "maya"})
+            assert r.structured_content["removed"]["entries"] >= 1
+            assert tenant.memory.list_entries(user_id="maya") == []
+
+    try:
+        asyncio.run(main())
+    finally:
+        pool.close()
+
+
+def test_cli_purge(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    db = tmp_path / "cli.db"
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(_turns(SECRET, "m")))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "lightmem.cli.main", "--store", str(db), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    assert cli("--user-id", "maya", "add", str(conv)).returncode == 0
+    refused = cli("purge")
+    assert refused.returncode != 0 and "entry_id" in refused.stderr
+    out = cli("--user-id", "maya", "purge")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["removed"]["entries"] >= 1
+    assert b"31-07-1994" not in db.read_bytes()
