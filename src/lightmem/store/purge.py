@@ -75,6 +75,10 @@ def purge(
 ) -> PurgeReport:
     """Remove ``entry_id`` (in ``scope``) or, without an id, everything in ``scope``.
 
+    An entry goes with its source turns and every entry that repeats them (other facts
+    extracted from those turns, summaries citing them or the entry, entries quoting them
+    as their context).
+
     The caller checks that the scope is not empty when no id is given. Raises
     :class:`~lightmem.errors.NotFoundError` when the id is neither stored nor in the
     history of this scope."""
@@ -110,22 +114,31 @@ def _purge_entry(
         owner = Scope(events[0][0], events[0][1], events[0][2])
         snap = json_value(events[0][3]) or {}
         sources = [str(x) for x in snap.get("source_ids", [])]
-    out = {"entries": 0}
-    if row is not None:
-        entries.before_delete(s, int(row[0]))
-        out["entries"] = _count(s.execute("DELETE FROM entries WHERE rid = ?", (int(row[0]),)))
-    out["history"] = _count(
-        s.execute(f"DELETE FROM history WHERE entry_id = ? AND {where}", (entry_id, *params))
-    )
-    out["messages"] = _delete_in(
-        s,
-        "messages",
-        "msg_id",
-        sources,
-        "user_id = ? AND agent_id = ? AND run_id = ?",
-        [owner.user_id, owner.agent_id, owner.run_id],
-    )
-    out["update_queue"] = _delete_queue(s, {entry_id}, owner)
+    # Everything that repeats the erased turns goes too: the other facts extracted from
+    # them, summaries citing them or the entry, and entries quoting them as context.
+    own = "user_id = ? AND agent_id = ? AND run_id = ?"
+    own_params = [owner.user_id, owner.agent_id, owner.run_id]
+    cited = set(sources) | {entry_id}
+    quoted = [f"\n{c}\n" for c in _contents(s, sources, own, own_params) if c]
+    derived = [
+        (int(r[0]), str(r[1]))
+        for r in s.all(
+            f"SELECT rid, id, source_ids, context FROM entries WHERE {own} ORDER BY rid"
+            + db.row_lock,
+            own_params,
+        )
+        if r[1] == entry_id
+        or cited & {str(x) for x in json_value(r[2])}
+        or any(q in f"\n{r[3]}\n" for q in quoted)
+    ]
+    for rid, _ in derived:
+        entries.before_delete(s, rid)
+    ids = [i for _, i in derived]
+    gone = sorted(set(ids) | {entry_id})
+    out = {"entries": _delete_in(s, "entries", "id", ids)}
+    out["history"] = _delete_in(s, "history", "entry_id", gone, own, own_params)
+    out["messages"] = _delete_in(s, "messages", "msg_id", sources, own, own_params)
+    out["update_queue"] = _delete_queue(s, set(gone), owner)
     return out
 
 
@@ -153,6 +166,21 @@ def _purge_scope(
     out["graph_edges"] += _delete_in(s, "graph_edges", "src", node_ids)
     out["graph_history"] = _count(s.execute(f"DELETE FROM graph_history WHERE {where}", params))
     out["graph_history"] += _delete_in(s, "graph_history", "target_id", node_ids)
+    return out
+
+
+def _contents(s: Session, msg_ids: Sequence[str], own: str, params: list[str]) -> list[str]:
+    out: list[str] = []
+    for start in range(0, len(msg_ids), _CHUNK):
+        chunk = list(msg_ids[start : start + _CHUNK])
+        marks = ",".join("?" * len(chunk))
+        out += [
+            str(r[0])
+            for r in s.all(
+                f"SELECT content FROM messages WHERE msg_id IN ({marks}) AND {own}",
+                (*chunk, *params),
+            )
+        ]
     return out
 
 
