@@ -237,3 +237,20 @@ def test_cli_purge(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["removed"]["entries"] >= 1
     assert b"31-07-1994" not in db.read_bytes()
+
+
+def test_postgres_purge_vacuums_the_touched_tables(store_config: dict[str, Any]) -> None:
+    if store_config["provider"] != "postgres":
+        pytest.skip("PostgreSQL's VACUUM tail (the SQLite tail is checked on the file bytes)")
+    import psycopg
+
+    with LightMemory.from_config({"store": store_config}) as mem:
+        _fill(mem)
+        mem.purge(user_id="maya")
+    with psycopg.connect(store_config["dsn"], autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT relname, last_vacuum FROM pg_stat_user_tables WHERE schemaname = %s",
+            (store_config["schema"],),
+        ).fetchall()
+    vacuumed = {name for name, at in rows if at is not None}
+    assert {"entries", "history", "messages"} <= vacuumed
