@@ -1,4 +1,4 @@
-"""``lightmem`` command line: demo, add, search, show, history, stats, bench."""
+"""``lightmem`` command line: demo, add, search, show, history, purge, stats, bench."""
 
 from __future__ import annotations
 
@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
 
     h = sub.add_parser("history", help="show the change history of one entry")
     h.add_argument("id")
+
+    pu = sub.add_parser(
+        "purge", help="erase one entry, or everything in --user-id/--agent-id/--run-id, for good"
+    )
+    pu.add_argument("id", nargs="?", help="the entry to erase (omit to erase the whole scope)")
 
     sub.add_parser("stats", help="counts and model usage of the store")
 
@@ -169,6 +174,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "history":
             for ev in mem.history(args.id, **_scope(args)):
                 print(json.dumps(ev.to_dict(), ensure_ascii=False))
+            return 0
+        if args.command == "purge":
+            print(json.dumps(mem.purge(args.id, **_scope(args)).to_dict(), indent=2))
             return 0
         if args.command == "stats":
             print(json.dumps(mem.stats(**_scope(args)), indent=2))

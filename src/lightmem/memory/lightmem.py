@@ -22,12 +22,13 @@ from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
+from lightmem.memory_params import ROLES, retrieve_params, scorer
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
 from lightmem.pipeline.messages import normalize_messages
-from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.retrieve import Retriever, format_context
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
     LLMSummarizer,
@@ -47,6 +48,7 @@ from lightmem.pipeline.update import (
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
+from lightmem.store.purge import PurgeReport
 from lightmem.types import (
     Filters,
     HistoryEvent,
@@ -69,9 +71,6 @@ def _serialised(
 
     functools.update_wrapper(wrapper, method)
     return wrapper
-
-
-_ROLES = {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
 
 
 class LightMemory:
@@ -99,9 +98,9 @@ class LightMemory:
         self.ledger: Ledger = embedder.ledger
         self.compressor = compressor or EntropyCompressor(s.compress_rate)
         self.memory_manager = memory_manager or OfflineMemoryManager(
-            _scorer(self.compressor, s),
+            scorer(self.compressor, s),
             compressed_text=s.text_summary,
-            roles=_ROLES.get(s.messages_use),
+            roles=ROLES.get(s.messages_use),
             context_window=s.context_window,
         )
         self.updater = updater or OfflineUpdater()
@@ -145,7 +144,7 @@ class LightMemory:
         if llm is not None and settings.llm is not None:
             manager = LLMMemoryManager(
                 llm,
-                _scorer(compressor, settings),
+                scorer(compressor, settings),
                 batch_tokens=settings.llm.batch_tokens,
                 mode="event" if settings.extraction_mode == "event" else "flat",
             )
@@ -227,7 +226,7 @@ class LightMemory:
         """
         q = validate.query(query)
         scope = validate.scope(user_id, agent_id, run_id)
-        params = self._params(limit, mode, budget_tokens)
+        params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens)
         return self._retriever.retrieve(q, scope, validate.filters(filters), params)
 
     def retrieve_context(self, query: str, *, cite: bool = False, **kwargs: Any) -> str:
@@ -235,27 +234,6 @@ class LightMemory:
         return format_context(self.retrieve(query, **kwargs), cite=cite)
 
     format_context = staticmethod(format_context)
-
-    def _params(
-        self, limit: int | None, mode: str | None, budget_tokens: int | None
-    ) -> RetrieveParams:
-        p = self.settings.retrieve
-        if limit is not None:
-            p = replace(p, limit=validate.positive_int("limit", limit, validate.MAX_LIMIT))
-        if budget_tokens is not None:
-            p = replace(
-                p,
-                budget_tokens=validate.positive_int(
-                    "budget_tokens", budget_tokens, validate.MAX_BUDGET_TOKENS
-                ),
-            )
-        if mode is not None:
-            if mode not in ("embedding", "context", "hybrid", "hierarchical"):
-                raise InvalidInputError(
-                    f"mode: {mode!r} is not one of embedding, context, hybrid, hierarchical"
-                )
-            p = replace(p, mode=mode)  # type: ignore[arg-type]
-        return p
 
     # -- entries ----------------------------------------------------------------------------
     def get(
@@ -328,6 +306,23 @@ class LightMemory:
         """Delete an entry; it stays in the history and can be restored."""
         scope = validate.scope(user_id, agent_id, run_id)
         return self.store.delete_entry(validate.entry_id(entry_id), scope, "manual delete")
+
+    @_serialised
+    def purge(
+        self,
+        entry_id: str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> PurgeReport:
+        """Erase an entry, or everything in a scope (entries, history, raw turns, FluxMem
+        graph), for good: not restorable, no copy left in the database file."""
+        scope = validate.scope(user_id, agent_id, run_id)
+        if entry_id is None and scope.label() == "default":
+            raise InvalidInputError("entry_id: give an id or a user_id / agent_id / run_id")
+        eid = None if entry_id is None else validate.entry_id(entry_id)
+        return self.store.purge(scope, eid)
 
     def history(
         self,
@@ -435,7 +430,7 @@ class LightMemory:
         summarizer: Summarizer = (
             LLMSummarizer(client)
             if isinstance(client, LLMClient)
-            else KeywordSummarizer(_scorer(self.compressor, self.settings))
+            else KeywordSummarizer(scorer(self.compressor, self.settings))
         )
         report = summarize_windows(
             self.store,
@@ -496,10 +491,3 @@ class LightMemory:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _scorer(compressor: Compressor, settings: Settings) -> EntropyCompressor:
-    """The word-surprisal model used for keyword summaries (shared with the compressor)."""
-    if isinstance(compressor, EntropyCompressor):
-        return compressor
-    return EntropyCompressor(settings.compress_rate)

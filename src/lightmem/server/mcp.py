@@ -139,6 +139,17 @@ def create_mcp(resolve: Callable[[], Tenant], *, auth: TokenVerifier | None = No
 
     @mcp.tool
     @_tool_errors
+    def purge_memory(
+        memory_id: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase a memory, or everything in a scope, for good (not restorable)."""
+        return service.purge(resolve(), memory_id, scope(user_id, agent_id, run_id))
+
+    @mcp.tool
+    @_tool_errors
     def memory_history(memory_id: str) -> dict[str, Any]:
         """Every change made to a memory."""
         return service.memory_history(resolve(), memory_id)

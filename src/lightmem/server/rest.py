@@ -198,6 +198,21 @@ def create_app(
     def delete_memory(entry_id: str, t: TenantDep) -> dict[str, Any]:
         return service.delete_memory(t, entry_id)
 
+    @app.delete("/v1/purge", tags=["memory"])
+    def purge(
+        t: TenantDep,
+        entry_id: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Erase one memory (``entry_id``) or everything in a scope for good: entries,
+        history, source turns, vectors and (for a scope) its FluxMem graph; not restorable.
+        Neither an id nor a scope field: 422. Returns the rows removed per table."""
+        return service.purge(
+            t, entry_id, {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+        )
+
     @app.get("/v1/memories/{entry_id}/history", tags=["memory"])
     def history(entry_id: str, t: TenantDep) -> dict[str, Any]:
         return service.memory_history(t, entry_id)

@@ -111,6 +111,13 @@ def delete_memory(
     return {"deleted": t.memory.delete(entry_id, **_scope(scope)).id}
 
 
+def purge(
+    t: Tenant, entry_id: str | None = None, scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Erase one memory or a whole scope for good (see :meth:`LightMemory.purge`)."""
+    return t.memory.purge(entry_id, **_scope(scope)).to_dict()
+
+
 def memory_history(
     t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from lightmem.ledger import UsageRecord
 from lightmem.store.graph import GraphStore
+from lightmem.store.purge import PurgeReport
 from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
@@ -62,6 +63,10 @@ class EntryStore(Protocol):
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry: ...
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...
     def history(self, entry_id: str, scope: Scope) -> list[HistoryEvent]: ...
+    def purge(self, scope: Scope, entry_id: str | None = None) -> PurgeReport:
+        """Erase an entry (with its history, source messages, vectors, index and queue
+        rows) or, without an id, everything in ``scope`` including its FluxMem graph, and
+        leave no copy in the database (see :mod:`lightmem.store.purge`)."""
 
 
 class EntrySearch(Protocol):

@@ -86,4 +86,11 @@ class Database(Protocol):
     def read(self) -> AbstractContextManager[Session]:
         """A consistent read snapshot."""
 
+    def erasing(self) -> AbstractContextManager[None]:
+        """Around a purge's transaction: deleted content must not stay in freed space."""
+
+    def compact(self, tables: Sequence[str]) -> bool:
+        """After a purge's commit: rewrite ``tables`` so no copy of removed rows stays
+        behind; False when that could not be completed now (another reader held the WAL)."""
+
     def close(self) -> None: ...

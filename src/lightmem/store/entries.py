@@ -21,6 +21,7 @@ from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.store.bookkeeping import SQLBookkeeping
 from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
+from lightmem.store.purge import PurgeReport, purge
 from lightmem.store.sql import (
     ENTRY_COLS,
     buffered_from_rows,
@@ -387,6 +388,10 @@ class SQLStore(SQLBookkeeping):
             self._write(s, new, vector)
             self._log(s, new, "update", old, new, reason)
         return new
+
+    def purge(self, scope: Scope, entry_id: str | None = None) -> PurgeReport:
+        """Erase ``entry_id`` (or, without one, everything in ``scope``) for good."""
+        return purge(self.db, self.index, self._graph.index, scope, entry_id)
 
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry:
         with self.db.transaction() as s:

@@ -76,6 +76,32 @@ class PostgresDatabase:
     def read(self) -> Any:
         return self.transaction()
 
+    # -- erasure (the PostgreSQL tail of lightmem.store.purge) ----------------------------
+    @contextmanager
+    def erasing(self) -> Iterator[None]:
+        """Nothing to switch on: PostgreSQL frees rows by VACUUM (see :meth:`compact`)."""
+        yield
+
+    def compact(self, tables: Sequence[str]) -> bool:
+        """VACUUM the touched tables (with their TOAST and indexes) after the commit, so the
+        removed rows' space is pruned and reused. VACUUM cannot run in a transaction: one
+        pooled connection is switched to autocommit for it."""
+        import psycopg
+
+        if not tables:
+            return True
+        try:
+            with self._pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    for table in tables:
+                        conn.execute(f"VACUUM {self.schema}.{table}")
+                finally:
+                    conn.autocommit = False
+        except psycopg.Error as exc:
+            raise StoreError(f"store {self.path}: purge committed, VACUUM failed: {exc}") from exc
+        return True
+
     def close(self) -> None:
         try:
             self._pool.close()

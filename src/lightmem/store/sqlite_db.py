@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -183,6 +183,42 @@ class SQLiteDatabase:
                     self._conn.execute("COMMIT")
                 except sqlite3.Error as exc:
                     raise StoreError(f"read failed on {self.path!r}: {exc}") from exc
+
+    # -- erasure (the SQLite tail of lightmem.store.purge) --------------------------------
+    @contextmanager
+    def erasing(self) -> Iterator[None]:
+        """``secure_delete`` on for the block: freed pages are zeroed, not left readable."""
+        with self._lock:
+            try:
+                before = int(self._conn.execute("PRAGMA secure_delete").fetchone()[0])
+                self._conn.execute("PRAGMA secure_delete = ON")
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"store {self.path!r}: cannot enable secure_delete: {exc}"
+                ) from exc
+            try:
+                yield
+            finally:
+                self._conn.execute(f"PRAGMA secure_delete = {before}")
+
+    def compact(self, tables: Sequence[str]) -> bool:
+        """Merge the node full-text index (its segments keep deleted terms until merged),
+        VACUUM the file and truncate the WAL (it holds old page images); False when another
+        connection kept the WAL from being checkpointed completely."""
+        if not tables:
+            return True
+        with self._lock:
+            try:
+                if "graph_nodes" in tables:
+                    self._conn.execute("INSERT INTO graph_fts (graph_fts) VALUES ('optimize')")
+                self._conn.execute("VACUUM")
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"store {self.path!r}: purge committed, compaction failed: {exc}"
+                ) from exc
+            self._commits += 1  # the file was rewritten: caches keyed on commits reload
+            return int(busy) == 0
 
     def data_version(self) -> int:
         """Changes when another connection commits (see PRAGMA data_version)."""

@@ -1,0 +1,222 @@
+"""Erasure: remove an entry or a whole scope for good, written once for every SQL backend.
+
+Unlike :meth:`~lightmem.store.entries.SQLStore.delete_entry` (restorable, kept in the
+history), a purge removes the rows themselves: entries with their vectors and search-index
+rows, their history, the messages they came from, update-queue rows and, for a scope, the
+FluxMem nodes, edges and graph history of that scope. The usage ledger holds only counters
+per (kind, op), never text, so nothing in it names a purged scope.
+
+The rows are removed in one transaction inside the database's ``erasing()`` block (SQLite:
+``secure_delete``, so freed pages are zeroed); after the commit its ``compact()`` rewrites
+what still holds freed space (SQLite: FTS5 merge, VACUUM, WAL checkpoint with truncation;
+PostgreSQL: VACUUM of the touched tables). Only that tail is written per backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lightmem.errors import NotFoundError
+from lightmem.store.db import Database, Session
+from lightmem.store.graph_sql import NodeIndex
+from lightmem.store.sql import json_value, scope_sql
+from lightmem.types import Scope
+
+__all__ = ["TABLES", "PurgeReport", "purge"]
+
+_CHUNK = 500  # ids per IN (...) list
+
+#: The tables a purge removes rows from, in the order of the report.
+TABLES = (
+    "entries",
+    "history",
+    "messages",
+    "update_queue",
+    "graph_nodes",
+    "graph_edges",
+    "graph_history",
+)
+
+
+class _Deleting(Protocol):
+    def before_delete(self, s: Session, rid: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What a purge removed: rows per table (vectors and index rows go with their rows)."""
+
+    target: str  # "entry <id>" or the scope's label
+    removed: dict[str, int] = field(default_factory=dict)
+    #: False when the backend could not yet rewrite the freed space (see ``Database.compact``).
+    compacted: bool = True
+
+    @property
+    def total(self) -> int:
+        return sum(self.removed.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "removed": dict(self.removed),
+            "total": self.total,
+            "compacted": self.compacted,
+        }
+
+
+def purge(
+    db: Database,
+    entries: _Deleting,
+    nodes: NodeIndex,
+    scope: Scope,
+    entry_id: str | None = None,
+) -> PurgeReport:
+    """Remove ``entry_id`` (in ``scope``) or, without an id, everything in ``scope``.
+
+    An entry goes with its source turns and every entry that repeats them (other facts
+    extracted from those turns, summaries citing them or the entry, entries quoting them
+    as their context).
+
+    The caller checks that the scope is not empty when no id is given. Raises
+    :class:`~lightmem.errors.NotFoundError` when the id is neither stored nor in the
+    history of this scope."""
+    with db.erasing(), db.transaction() as s:
+        if entry_id is not None:
+            removed = _purge_entry(s, db, entries, scope, entry_id)
+        else:
+            removed = _purge_scope(s, db, entries, nodes, scope)
+    compacted = db.compact([t for t in TABLES if removed.get(t)])
+    target = f"entry {entry_id}" if entry_id is not None else scope.label()
+    return PurgeReport(target, {t: removed.get(t, 0) for t in TABLES}, compacted)
+
+
+def _purge_entry(
+    s: Session, db: Database, entries: _Deleting, scope: Scope, entry_id: str
+) -> dict[str, int]:
+    where, params = scope_sql(db.dialect, scope)
+    row = s.one(
+        f"SELECT rid, user_id, agent_id, run_id, source_ids FROM entries WHERE id = ? AND {where}"
+        + db.row_lock,
+        (entry_id, *params),
+    )
+    if row is not None:
+        owner, sources = Scope(row[1], row[2], row[3]), [str(x) for x in json_value(row[4])]
+    else:  # deleted already: only its history holds it
+        events = s.all(
+            "SELECT user_id, agent_id, run_id, coalesce(after, before) FROM history "
+            f"WHERE entry_id = ? AND {where} ORDER BY seq DESC",
+            (entry_id, *params),
+        )
+        if not events:
+            raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
+        owner = Scope(events[0][0], events[0][1], events[0][2])
+        snap = json_value(events[0][3]) or {}
+        sources = [str(x) for x in snap.get("source_ids", [])]
+    # Everything that repeats the erased turns goes too: the other facts extracted from
+    # them, summaries citing them or the entry, and entries quoting them as context.
+    own = "user_id = ? AND agent_id = ? AND run_id = ?"
+    own_params = [owner.user_id, owner.agent_id, owner.run_id]
+    cited = set(sources) | {entry_id}
+    quoted = [f"\n{c}\n" for c in _contents(s, sources, own, own_params) if c]
+    derived = [
+        (int(r[0]), str(r[1]))
+        for r in s.all(
+            f"SELECT rid, id, source_ids, context FROM entries WHERE {own} ORDER BY rid"
+            + db.row_lock,
+            own_params,
+        )
+        if r[1] == entry_id
+        or cited & {str(x) for x in json_value(r[2])}
+        or any(q in f"\n{r[3]}\n" for q in quoted)
+    ]
+    for rid, _ in derived:
+        entries.before_delete(s, rid)
+    ids = [i for _, i in derived]
+    gone = sorted(set(ids) | {entry_id})
+    out = {"entries": _delete_in(s, "entries", "id", ids)}
+    out["history"] = _delete_in(s, "history", "entry_id", gone, own, own_params)
+    out["messages"] = _delete_in(s, "messages", "msg_id", sources, own, own_params)
+    out["update_queue"] = _delete_queue(s, set(gone), owner)
+    return out
+
+
+def _purge_scope(
+    s: Session, db: Database, entries: _Deleting, nodes: NodeIndex, scope: Scope
+) -> dict[str, int]:
+    where, params = scope_sql(db.dialect, scope)
+    rows = s.all(f"SELECT rid, id FROM entries WHERE {where} ORDER BY rid" + db.row_lock, params)
+    ids = [str(r[1]) for r in rows]
+    for r in rows:
+        entries.before_delete(s, int(r[0]))
+    out = {"entries": _delete_in(s, "entries", "id", ids)}
+    out["update_queue"] = _delete_in(s, "update_queue", "entry_id", ids)
+    for table in ("history", "messages"):
+        out[table] = _count(s.execute(f"DELETE FROM {table} WHERE {where}", params))
+    node_ids = [
+        str(r[0]) for r in s.all(f"SELECT id FROM graph_nodes WHERE {where} ORDER BY rid", params)
+    ]
+    for node_id in node_ids:
+        nodes.delete(s, node_id)
+    out["graph_nodes"] = len(node_ids)
+    out["graph_edges"] = _count(s.execute(f"DELETE FROM graph_edges WHERE {where}", params))
+    # Edges of other scopes that point at a purged node go too (they would dangle).
+    out["graph_edges"] += _delete_in(s, "graph_edges", "dst", node_ids)
+    out["graph_edges"] += _delete_in(s, "graph_edges", "src", node_ids)
+    out["graph_history"] = _count(s.execute(f"DELETE FROM graph_history WHERE {where}", params))
+    out["graph_history"] += _delete_in(s, "graph_history", "target_id", node_ids)
+    return out
+
+
+def _contents(s: Session, msg_ids: Sequence[str], own: str, params: list[str]) -> list[str]:
+    out: list[str] = []
+    for start in range(0, len(msg_ids), _CHUNK):
+        chunk = list(msg_ids[start : start + _CHUNK])
+        marks = ",".join("?" * len(chunk))
+        out += [
+            str(r[0])
+            for r in s.all(
+                f"SELECT content FROM messages WHERE msg_id IN ({marks}) AND {own}",
+                (*chunk, *params),
+            )
+        ]
+    return out
+
+
+def _delete_queue(s: Session, gone: set[str], owner: Scope) -> int:
+    """The purged entries' queue rows, and those of their scope that list one as a
+    candidate (the next update rebuilds them)."""
+    rows = s.all(
+        "SELECT q.entry_id, q.candidates FROM update_queue q JOIN entries e ON e.id = q.entry_id "
+        "WHERE e.user_id = ? AND e.agent_id = ? AND e.run_id = ?",
+        (owner.user_id, owner.agent_id, owner.run_id),
+    )
+    stale = [str(r[0]) for r in rows if any(str(c[0]) in gone for c in json_value(r[1]))]
+    return _delete_in(s, "update_queue", "entry_id", sorted(gone | set(stale)))
+
+
+def _delete_in(
+    s: Session,
+    table: str,
+    column: str,
+    values: Sequence[str],
+    extra: str = "",
+    extra_params: Sequence[Any] = (),
+) -> int:
+    n = 0
+    tail = f" AND {extra}" if extra else ""
+    for start in range(0, len(values), _CHUNK):
+        chunk = list(values[start : start + _CHUNK])
+        marks = ",".join("?" * len(chunk))
+        n += _count(
+            s.execute(
+                f"DELETE FROM {table} WHERE {column} IN ({marks}){tail}",
+                (*chunk, *extra_params),
+            )
+        )
+    return n
+
+
+def _count(cursor: Any) -> int:
+    return max(int(cursor.rowcount), 0)
