@@ -22,7 +22,7 @@ from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
-from lightmem.memory_params import ROLES, retrieve_params, scorer
+from lightmem.memory.params import ROLES, retrieve_params, scorer
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
