@@ -74,13 +74,13 @@ class Ingestor:
         force_extract: bool,
     ) -> IngestResult:
         items = [(m, self._compressor.compress(m.content)) for m in messages]
-        self._store.add_messages(scope, items)
+        added = self._store.add_messages(scope, items)  # a retried message counts 0
         n_seg, memo = self._segment_all(scope, force=force_segment or force_extract)
         created = self._extract_all(scope, force=force_extract, memo=memo)
         pending = len(self._store.buffered(scope, "pending")) + len(
             self._store.buffered(scope, "segmented")
         )
-        return IngestResult(len(messages), pending, n_seg, created)
+        return IngestResult(added, pending, n_seg, created)
 
     def flush(self, scope: Scope) -> IngestResult:
         """Segment and extract everything still buffered in ``scope``."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lightmem.errors import InvalidInputError
@@ -43,6 +45,10 @@ def normalize_messages(
     Keys: ``content`` (or ``text``), ``role`` (default "user"), ``timestamp`` (or
     ``time_stamp``), ``id`` (or ``dia_id``), ``speaker_id``, ``speaker_name`` (or ``speaker``),
     ``metadata``. Unknown keys are kept in ``metadata`` rather than dropped.
+
+    A message without ``id`` gets one derived from its content, role, speaker, timestamp,
+    metadata and position in the call (:func:`derived_id`), so retrying an add whose outcome
+    was lost stores nothing twice (ids are unique per scope in the store).
     """
     if isinstance(messages, Mapping):
         items: Sequence[Any] = [messages]
@@ -58,6 +64,8 @@ def normalize_messages(
     seen: set[str] = set()
     for i, raw in enumerate(items):
         msg = _one(raw, f"messages[{i}]", default_timestamp)
+        if not msg.id:
+            msg = replace(msg, id=derived_id(msg, i))
         if msg.id in seen:
             raise InvalidInputError(f"messages[{i}].id: duplicate id {msg.id!r} in this call")
         seen.add(msg.id)
@@ -93,12 +101,13 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
     role = _opt_str(fields, "role", where) or "user"
     msg_id = fields.get("id")
     if msg_id is None:
-        msg_id = uuid.uuid4().hex
+        msg_id = ""  # derived from the finished message by the caller
     elif isinstance(msg_id, int) and not isinstance(msg_id, bool):
         msg_id = str(msg_id)
     elif not isinstance(msg_id, str) or not msg_id.strip():
         raise InvalidInputError(f"{where}.id: must be a non-empty string")
-    _bounded(msg_id, f"{where}.id")
+    if msg_id:
+        _bounded(msg_id, f"{where}.id")
 
     ts_raw = fields.get("timestamp", default_timestamp)
     timestamp = None
@@ -142,3 +151,20 @@ def _bounded(value: str, where: str) -> None:
     if len(value) > MAX_FIELD_CHARS:
         raise InvalidInputError(f"{where}: longer than {MAX_FIELD_CHARS} characters")
     check_text(value, where)
+
+
+def derived_id(msg: Message, position: int) -> str:
+    """The id of a message given without one: a hash of what it says, when, by whom, and
+    its position in the call. The same id-less add retried gives the same ids."""
+    key = [
+        position,
+        msg.role,
+        msg.content,
+        msg.timestamp.isoformat() if msg.timestamp else None,
+        msg.time_text,
+        msg.speaker_id,
+        msg.speaker_name,
+        msg.metadata,
+    ]
+    blob = json.dumps(key, sort_keys=True, ensure_ascii=True, default=repr)
+    return "d-" + hashlib.sha256(blob.encode()).hexdigest()[:32]

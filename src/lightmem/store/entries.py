@@ -144,18 +144,25 @@ class SQLStore(SQLBookkeeping):
         self.dim = self.index.dim = dim
 
     # -- message buffer -------------------------------------------------------------------
-    def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> None:
+    def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> int:
+        """Store new messages; one already stored under the same id in ``scope`` with the
+        same role, content, time, speaker and metadata is skipped (a retried add is a
+        no-op), with anything different it is an ``InvalidInputError``. Returns how many
+        were new."""
         now = time.time()
         ids = [m.id for m, _ in items]
+        fresh: list[tuple[int, Message, str]] = []
         with self.db.transaction() as s:
-            taken = set(self._existing_messages(s, scope, ids))
-            seen: set[str] = set()
-            for i, msg_id in enumerate(ids):
-                if msg_id in taken or msg_id in seen:
+            stored = self._existing_messages(s, scope, ids)
+            for i, (m, compressed) in enumerate(items):
+                old = stored.get(m.id)
+                if old is None:
+                    fresh.append((i, m, compressed))
+                elif old != _identity(m, f"messages[{i}].metadata"):
                     raise InvalidInputError(
-                        f"messages[{i}].id: {msg_id!r} already exists in scope {scope.label()}"
+                        f"messages[{i}].id: {m.id!r} already exists in scope {scope.label()} "
+                        "with different content"
                     )
-                seen.add(msg_id)
             s.many(
                 f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES "
                 "(?,?,?,?,?,?,?,?,?,?,?,?,'pending',?)",
@@ -175,22 +182,25 @@ class SQLStore(SQLBookkeeping):
                         dumps(dict(m.metadata), f"messages[{i}].metadata"),
                         now,
                     )
-                    for i, (m, compressed) in enumerate(items)
+                    for i, m, compressed in fresh
                 ],
             )
+        return len(fresh)
 
-    def _existing_messages(self, s: Session, scope: Scope, ids: Sequence[str]) -> list[str]:
-        found: list[str] = []
+    def _existing_messages(
+        self, s: Session, scope: Scope, ids: Sequence[str]
+    ) -> dict[str, tuple[Any, ...]]:
+        found: dict[str, tuple[Any, ...]] = {}
         for start in range(0, len(ids), _CHUNK):
             chunk = list(ids[start : start + _CHUNK])
-            found += [
-                r[0]
-                for r in s.all(
-                    f"SELECT msg_id FROM messages WHERE msg_id IN ({_marks(chunk)}) AND "
-                    "user_id = ? AND agent_id = ? AND run_id = ?",
-                    (*chunk, scope.user_id, scope.agent_id, scope.run_id),
-                )
-            ]
+            for r in s.all(
+                "SELECT msg_id, role, content, ts, time_text, speaker_id, speaker_name, "
+                f"metadata FROM messages WHERE msg_id IN ({_marks(chunk)}) AND "
+                "user_id = ? AND agent_id = ? AND run_id = ?",
+                (*chunk, scope.user_id, scope.agent_id, scope.run_id),
+            ):
+                meta = r[7] if isinstance(r[7], str) else json.dumps(r[7])
+                found[r[0]] = (*r[1:7], json.loads(meta) if meta else {})
         return found
 
     def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
@@ -444,3 +454,10 @@ def _marks(values: Sequence[Any]) -> str:
 
 def _touched(e: MemoryEntry, **changes: Any) -> MemoryEntry:
     return replace(e, updated_at=datetime.now(UTC), **changes)
+
+
+def _identity(m: Message, where: str) -> tuple[Any, ...]:
+    """What must match for a re-added message to count as the same one (as stored)."""
+    ts = m.timestamp.timestamp() if m.timestamp else None
+    meta = json.loads(dumps(dict(m.metadata), where))
+    return (m.role, m.content, ts, m.time_text, m.speaker_id, m.speaker_name, meta)
