@@ -7,7 +7,7 @@ import inspect
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.fluxmem.chunking import chunk
 from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.reasoner import OfflineReasoner, Reasoner
+from lightmem.fluxmem.records import Crash, attempt_record, documents, repair_record
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.stage1 import Stage1
 from lightmem.fluxmem.stage2 import Stage2, skill_text
@@ -32,7 +33,7 @@ from lightmem.fluxmem.types import (
     Subgraph,
     TaskOutcome,
 )
-from lightmem.sanitize import check_text, check_value
+from lightmem.sanitize import check_value
 from lightmem.store.base import MemoryStore
 from lightmem.store.graph import GraphStore
 
@@ -42,11 +43,6 @@ ExecuteFn = Callable[[str], StepResult | Awaitable[StepResult]]
 class TaskExecutionError(LightMemError):
     """``execute_fn`` raised or returned something other than a StepResult. The episode is
     recorded as failed before this is raised."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Crash:
-    error: str
 
 
 class FluxMemAgent:
@@ -161,7 +157,7 @@ class FluxMemAgent:
         string or ``{"text": ..., "source": ...}``."""
         check_value(text_or_docs, "text_or_docs", strict=False)
         check_value(source, "source", strict=False)
-        docs = _docs(text_or_docs, source)
+        docs = documents(text_or_docs, source)
         chunks = [(c, src) for text, src in docs for c in chunk(text, self.config.chunk_tokens)]
         if not chunks:
             raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
@@ -222,9 +218,9 @@ class FluxMemAgent:
         while not done:
             assert isinstance(value, str)
             try:
-                reply: StepResult | _Crash = execute_fn(value)
+                reply: StepResult | Crash = execute_fn(value)
             except Exception as exc:  # the user's code: record, then re-raise as ours
-                reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
             done, value = _advance(flow, reply)
         assert isinstance(value, TaskOutcome)
         return _finish(value)
@@ -240,9 +236,9 @@ class FluxMemAgent:
             assert isinstance(value, str)
             try:
                 out = execute_fn(value)
-                reply: StepResult | _Crash = await out if inspect.isawaitable(out) else out
+                reply: StepResult | Crash = await out if inspect.isawaitable(out) else out
             except Exception as exc:
-                reply = _Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
             done, value = await asyncio.to_thread(_advance, flow, reply)
         assert isinstance(value, TaskOutcome)
         return _finish(value)
@@ -254,7 +250,7 @@ class FluxMemAgent:
 
     def _flow(
         self, task: str, max_rounds: int | None
-    ) -> Generator[str, StepResult | _Crash, TaskOutcome]:
+    ) -> Generator[str, StepResult | Crash, TaskOutcome]:
         """The task loop written once for both drivers: yields contexts, receives results."""
         rounds = self.config.max_refinement_rounds if max_rounds is None else max_rounds
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 100:
@@ -262,11 +258,11 @@ class FluxMemAgent:
         episode = self._new_episode(task)
         attempts: list[dict[str, Any]] = []
         repairs: list[Repair] = []
-        reply: StepResult | _Crash = _Crash("not run")
+        reply: StepResult | Crash = Crash("not run")
         try:
             reply = yield from self._attempts(task, episode, rounds, attempts, repairs)
         except LightMemError as exc:  # a corrupted node, a failing backend: still recorded
-            reply = _Crash(f"{type(exc).__name__}: {exc}")
+            reply = Crash(f"{type(exc).__name__}: {exc}")
         return self._close_episode(task, episode, reply, attempts, repairs)
 
     def _attempts(
@@ -276,16 +272,16 @@ class FluxMemAgent:
         rounds: int,
         attempts: list[dict[str, Any]],
         repairs: list[Repair],
-    ) -> Generator[str, StepResult | _Crash, StepResult | _Crash]:
-        reply: StepResult | _Crash = _Crash("not run")
+    ) -> Generator[str, StepResult | Crash, StepResult | Crash]:
+        reply: StepResult | Crash = Crash("not run")
         mature = self.mature_subgraph(task)
         if mature is not None:  # a graduated skill: its subgraph, no search, no repair
             reply = yield serialize(mature)
-            if not isinstance(reply, StepResult | _Crash):
-                reply = _Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
-            attempts.append({**_attempt_record(0, mature, reply), "mature": True})
+            if not isinstance(reply, StepResult | Crash):
+                reply = Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
+            attempts.append({**attempt_record(0, mature, reply), "mature": True})
             self._mark_steps(mature, episode.id, 0)
-            if isinstance(reply, _Crash) or reply.success or rounds == 0:
+            if isinstance(reply, Crash) or reply.success or rounds == 0:
                 return reply
             rounds -= 1  # it failed: the usual loop, with the rounds left
         sub = self._stage1.build(task, self.scope, current_episode=episode.id)
@@ -293,11 +289,11 @@ class FluxMemAgent:
         first = len(attempts)
         for attempt in range(first, first + rounds + 1):
             reply = yield context
-            if not isinstance(reply, StepResult | _Crash):
-                reply = _Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
-            attempts.append(_attempt_record(attempt, sub, reply))
+            if not isinstance(reply, StepResult | Crash):
+                reply = Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
+            attempts.append(attempt_record(attempt, sub, reply))
             self._mark_steps(sub, episode.id, attempt)
-            if isinstance(reply, _Crash) or reply.success or attempt == first + rounds:
+            if isinstance(reply, Crash) or reply.success or attempt == first + rounds:
                 break
             feedback = self.reasoner.attribute(task, reply.feedback)
             repairs += self._stage2.repair(task, self.scope, episode.id, sub, feedback)
@@ -315,7 +311,7 @@ class FluxMemAgent:
         self,
         task: str,
         episode: Node,
-        reply: StepResult | _Crash,
+        reply: StepResult | Crash,
         attempts: list[dict[str, Any]],
         repairs: list[Repair],
     ) -> TaskOutcome:
@@ -331,7 +327,7 @@ class FluxMemAgent:
             "trajectory": trajectory,
             **({"observations": observations} if observations else {}),
             **({"reads": reads} if reads else {}),
-            "repairs": [_repair(r) for r in repairs],
+            "repairs": [repair_record(r) for r in repairs],
         }
         vec = self.embedder.embed([task], op="fluxmem.episode")[0]
         self.graph.update_node(replace(episode, data=data), vec, reason="episode finished")
@@ -342,7 +338,7 @@ class FluxMemAgent:
             episode_id=episode.id,
             attempts=len(attempts),
             repairs=tuple(repairs),
-            error=reply.error if isinstance(reply, _Crash) else "",
+            error=reply.error if isinstance(reply, Crash) else "",
         )
 
     def mature_subgraph(self, task: str) -> Subgraph | None:
@@ -413,7 +409,7 @@ class FluxMemAgent:
 class TaskSession:
     """One task run in progress; see :meth:`FluxMemAgent.start_task`."""
 
-    def __init__(self, flow: Generator[str, StepResult | _Crash, TaskOutcome]) -> None:
+    def __init__(self, flow: Generator[str, StepResult | Crash, TaskOutcome]) -> None:
         self._flow = flow
         self._lock = threading.Lock()
         self.context: str | None = None
@@ -429,9 +425,9 @@ class TaskSession:
 
     def abandon(self, reason: str = "abandoned by the client") -> None:
         """Give up: the episode is recorded as failed with ``reason``."""
-        self._send(_Crash(reason))
+        self._send(Crash(reason))
 
-    def _send(self, reply: StepResult | _Crash) -> None:
+    def _send(self, reply: StepResult | Crash) -> None:
         with self._lock:
             if self.outcome is not None:
                 raise InvalidInputError("session: the task has already finished")
@@ -447,7 +443,7 @@ class TaskSession:
 
 
 def _advance(
-    flow: Generator[str, StepResult | _Crash, TaskOutcome], reply: StepResult | _Crash | None
+    flow: Generator[str, StepResult | Crash, TaskOutcome], reply: StepResult | Crash | None
 ) -> tuple[bool, str | TaskOutcome]:
     """One step of the task loop: (False, next context) or (True, outcome)."""
     try:
@@ -462,41 +458,3 @@ def _finish(outcome: TaskOutcome) -> TaskOutcome:
             f"execute_fn: {outcome.error} (episode {outcome.episode_id} recorded as failed)"
         )
     return outcome
-
-
-def _attempt_record(attempt: int, sub: Subgraph, reply: StepResult | _Crash) -> dict[str, Any]:
-    if isinstance(reply, _Crash):
-        return {"attempt": attempt, "context": sorted(sub.node_ids()), "error": reply.error}
-    fb = reply.feedback
-    return {
-        "attempt": attempt,
-        "context": sorted(sub.node_ids()),
-        "success": bool(reply.success),
-        "result": repr(reply.result)[:500],
-        "feedback": fb if isinstance(fb, str | None) else {"kind": fb.kind, "detail": fb.detail},
-        "actions": list(reply.actions),
-    }
-
-
-def _repair(r: Repair) -> dict[str, str]:
-    return {"op": r.op, "node_id": r.node_id, "detail": r.detail}
-
-
-def _docs(
-    raw: str | Sequence[str] | Sequence[Mapping[str, str]], source: str
-) -> list[tuple[str, str]]:
-    if not isinstance(source, str):
-        raise InvalidInputError("source: expected a string")
-    items: Sequence[Any] = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, Sequence):
-        raise InvalidInputError("text_or_docs: expected text, a list of texts or of dicts")
-    out = []
-    for i, d in enumerate(items):
-        if isinstance(d, str):
-            out.append((d, source))
-        elif isinstance(d, Mapping) and isinstance(d.get("text"), str):
-            out.append((d["text"], str(d.get("source", source))))
-        else:
-            raise InvalidInputError(f"text_or_docs[{i}]: expected a string or {{'text': ...}}")
-        check_text(out[-1][0], f"text_or_docs[{i}]")
-    return out
