@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -95,6 +96,18 @@ def memory(store_config: dict[str, Any]) -> Iterator[LightMemory]:
 def filled(memory: LightMemory, conversation: list[dict[str, Any]]) -> LightMemory:
     memory.add_memory(conversation, force_extract=True, user_id="maya")
     return memory
+
+
+@pytest.fixture
+def llm() -> ScriptedLLM:
+    """A scripted LLM, to be served by ``stub`` (an OpenAI-compatible server on loopback)."""
+    return ScriptedLLM()
+
+
+@pytest.fixture
+def stub(llm: ScriptedLLM) -> Iterator[OpenAIStubServer]:
+    with OpenAIStubServer(chat_handler=llm) as server:
+        yield server
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,17 +28,6 @@ TURNS = [
     {"id": "b", "content": "My pottery class starts on Monday.", "speaker_name": "Leo"},
     {"id": "c", "content": "Tom hates the vacuum cleaner.", "speaker_name": "Maya"},
 ]
-
-
-@pytest.fixture
-def llm() -> ScriptedLLM:
-    return ScriptedLLM()
-
-
-@pytest.fixture
-def stub(llm: ScriptedLLM) -> Iterator[OpenAIStubServer]:
-    with OpenAIStubServer(chat_handler=llm) as server:
-        yield server
 
 
 def _config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:

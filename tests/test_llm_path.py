@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +10,6 @@ import pytest
 
 from lightmem import BackendError, LightMemory
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
-
-
-@pytest.fixture
-def llm() -> ScriptedLLM:
-    return ScriptedLLM()
-
-
-@pytest.fixture
-def stub(llm: ScriptedLLM) -> Iterator[OpenAIStubServer]:
-    with OpenAIStubServer(chat_handler=llm) as server:
-        yield server
 
 
 def _config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:
