@@ -17,7 +17,8 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2 -m 'not serial'
+	$(VENV)/bin/pytest -m serial
 
 fuzz: $(VENV)/.installed
 	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_fuzz.py

@@ -296,6 +296,7 @@ def test_postgres_refuses_a_newer_schema_and_an_unreachable_server() -> None:
         PostgresStore("postgresql://postgres@127.0.0.1:9/postgres", connect_timeout_s=2)
 
 
+@pytest.mark.serial
 def test_postgres_survives_a_server_restart() -> None:
     import os
     import subprocess
