@@ -17,8 +17,8 @@ test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -n 2 -m 'not serial'
-	$(VENV)/bin/pytest -m serial
+	$(VENV)/bin/pytest -n 2 -m 'not serial and not real_llm'
+	$(VENV)/bin/pytest -m 'serial or real_llm'
 
 fuzz: $(VENV)/.installed
 	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/test_fuzz.py

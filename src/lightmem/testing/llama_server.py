@@ -69,16 +69,18 @@ def smollm2_path() -> Path | None:
 
 class LlamaServer:
     """llama.cpp's OpenAI-compatible server for ``model`` (a GGUF file) on a free loopback
-    port, with a ``context_tokens`` context window and ``threads`` CPU threads (one is the
-    fastest on a machine busy with other work). ``start`` waits until the model is loaded
-    (``startup_s`` at most); ``stop`` ends the process."""
+    port, with a ``context_tokens`` context window and ``threads`` CPU threads (default: up
+    to two of the machine's cores, the fastest on an idle 2-core machine; pass 1 on a
+    machine busy with other work, where llama.cpp's spinning threads slow each other down).
+    ``start`` waits until the model is loaded (``startup_s`` at most); ``stop`` ends the
+    process."""
 
     def __init__(
         self,
         model: str | Path,
         *,
         context_tokens: int = 2048,
-        threads: int = 1,
+        threads: int | None = None,
         startup_s: float = 120.0,
     ) -> None:
         self.model = Path(model)
@@ -87,7 +89,7 @@ class LlamaServer:
         if not xllamacpp_available():
             raise BackendError("the local model server needs: pip install 'lightmem[local]'")
         self.context_tokens = context_tokens
-        self.threads = max(1, threads)
+        self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
         self.startup_s = startup_s
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
