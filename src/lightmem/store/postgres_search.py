@@ -1,16 +1,12 @@
 """PostgreSQL's search pieces: pgvector (HNSW, inner product on unit vectors, ``ef_search``
-tunable) and a generated ``tsvector`` ranked with ``ts_rank_cd`` for entries; exact
-in-database ranking for graph nodes; binary COPY for bulk loads.
-
-``ts_rank_cd`` (cover density) rewards query words close together, where SQLite's BM25
-rewards rare words and normalises by length, so full-text rankings differ between the
-backends; which entries match is the same.
+tunable) and a ``tsvector`` generated from pre-segmented ``search_terms``
+(:mod:`lightmem.store.postgres_terms`) ranked by the same BM25 as SQLite's; exact
+in-database vector ranking for graph nodes; binary COPY for bulk loads.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +16,7 @@ from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
 from lightmem.store.postgres_db import PostgresDatabase
+from lightmem.store.postgres_terms import bm25_sql, index_text, query_lexemes, tsquery_text
 from lightmem.store.sql import (
     ENTRY_COLS,
     POSTGRES,
@@ -28,14 +25,15 @@ from lightmem.store.sql import (
     filter_sql,
     scope_sql,
 )
+from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
-_TERM = re.compile(r"^\w+$", re.UNICODE)
 _HNSW = "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
 _GIN = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
 _COPY_ENTRIES = (
-    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, embedding) FROM STDIN (FORMAT BINARY)"
+    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, search_terms, embedding) "
+    "FROM STDIN (FORMAT BINARY)"
 )
 _COPY_ENTRY_TYPES = [
     *["text"] * 7,
@@ -49,6 +47,7 @@ _COPY_ENTRY_TYPES = [
     "jsonb",
     "text",
     "text",
+    "text",
     "vector",
 ]
 _COPY_HISTORY = (
@@ -60,26 +59,29 @@ _COPY_HISTORY_TYPES = [*["text"] * 5, "int4", "jsonb", "jsonb", "float8", "text"
 
 class PostgresEntryIndex:
     """Entry vectors in an ``embedding`` column (added when the embedder is bound, with its
-    HNSW index), full text in the ``tsv`` column generated from ``search_text``."""
+    HNSW index), full text in the ``tsv`` column generated from ``search_terms``."""
 
-    extra_columns: tuple[str, ...] = ("search_text", "embedding")
+    extra_columns: tuple[str, ...] = ("search_text", "search_terms", "embedding")
 
     def __init__(
         self,
         db: PostgresDatabase,
+        stemmer: Stemmer,
         *,
         ef_search: int = 200,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
     ) -> None:
         self.db = db
+        self.stemmer = stemmer
         self.dim: int | None = None
         self.ef_search = ef_search
         self.build_workers = build_workers
         self.bulk_reindex_min = bulk_reindex_min
 
     def extra_values(self, e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
-        return (e.search_text, vec)
+        text = e.search_text
+        return (text, index_text(text, self.stemmer), vec)
 
     def on_first_bind(self, s: Session, dim: int) -> None:
         s.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
@@ -112,7 +114,9 @@ class PostgresEntryIndex:
             copy.set_types(_COPY_ENTRY_TYPES)
             for e, vec in itertools.chain(first, rows):
                 check_vector(vec, self.dim)
-                copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), e.search_text, vec))
+                text = e.search_text
+                terms = index_text(text, self.stemmer)
+                copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), text, terms, vec))
                 events.append(load.event(e, load.reason, Jsonb))
         with c.cursor().copy(_COPY_HISTORY) as copy:
             copy.set_types(_COPY_HISTORY_TYPES)
@@ -148,7 +152,9 @@ class PostgresEntryIndex:
         missing = s.one("SELECT count(*) FROM entries WHERE embedding IS NULL")[0]
         if missing:
             problems.append(f"{missing} entries without a vector")
-        stale = s.one("SELECT count(*) FROM entries WHERE tsv IS NULL OR search_text = ''")[0]
+        stale = s.one(
+            "SELECT count(*) FROM entries WHERE search_terms IS NULL OR search_text = ''"
+        )[0]
         if stale:
             problems.append(f"{stale} entries without full text")
         return problems
@@ -175,7 +181,13 @@ class PostgresEntryIndex:
     def text_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
-        return _ranked_text(self.db, "entries", terms, filter_sql(POSTGRES, scope, filters), k)
+        return _ranked_text(
+            self.db,
+            "entries",
+            query_lexemes(terms, self.stemmer),
+            filter_sql(POSTGRES, scope, filters),
+            k,
+        )
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         where, params = filter_sql(POSTGRES, scope, filters)
@@ -193,15 +205,18 @@ class PostgresEntryIndex:
 
 class PostgresNodeIndex:
     """Graph nodes with an unsized ``embedding`` column ranked exactly in the database
-    (graphs hold thousands of nodes) and a ``tsvector`` ranked with ``ts_rank_cd``."""
+    (graphs hold thousands of nodes) and a ``tsvector`` over ``search_terms`` ranked by
+    BM25."""
 
-    def __init__(self, db: PostgresDatabase) -> None:
+    def __init__(self, db: PostgresDatabase, stemmer: Stemmer) -> None:
         self.db = db
+        self.stemmer = stemmer
 
     def insert(self, s: Session, n: Node, vec: Vector) -> None:
         s.execute(
-            f"INSERT INTO graph_nodes ({NODE_COLS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (*node_params(n), vec),
+            f"INSERT INTO graph_nodes ({NODE_COLS}, search_terms, embedding) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*node_params(n), index_text(n.text, self.stemmer), vec),
         )
 
     def delete(self, s: Session, node_id: str) -> None:
@@ -235,29 +250,25 @@ class PostgresNodeIndex:
     ) -> list[ScoredId]:
         where, params = scope_sql(POSTGRES, scope)
         return _ranked_text(
-            self.db, "graph_nodes", terms, (f"kind = %s AND {where}", [kind, *params]), k
+            self.db,
+            "graph_nodes",
+            query_lexemes(terms, self.stemmer),
+            (f"kind = %s AND {where}", [kind, *params]),
+            k,
         )
 
 
 def _ranked_text(
-    db: PostgresDatabase, table: str, terms: Sequence[str], where: tuple[str, list[Any]], k: int
+    db: PostgresDatabase, table: str, lexemes: Sequence[str], where: tuple[str, list[Any]], k: int
 ) -> list[ScoredId]:
-    query = search_terms(terms)
-    if not query or k <= 0:
+    if not lexemes or k <= 0:
         return []
     with db.read() as s:
         rows = s.raw.execute(
-            f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {table}, "
-            "to_tsquery('english', %s) AS q "
-            f"WHERE tsv @@ q AND {where[0]} ORDER BY score DESC, rid LIMIT %s",
-            (query, *where[1], k),
+            bm25_sql(table, len(lexemes), where[0]),
+            (*lexemes, *where[1], tsquery_text(lexemes), table, k),
         ).fetchall()
     return [(r[0], float(r[1])) for r in rows]
-
-
-def search_terms(terms: Sequence[str]) -> str:
-    """A ``to_tsquery`` OR-query of the plain words among ``terms`` ("" when none)."""
-    return " | ".join(t for t in terms if _TERM.match(t))
 
 
 def to_numpy(value: Any) -> Vector:
