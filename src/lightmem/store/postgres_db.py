@@ -150,7 +150,6 @@ def apply_migrations(
                 conn.execute(step.sql if isinstance(step, Migration) else step)
                 if isinstance(step, FilledMigration):  # a step that also computes values
                     step.fill(conn)
-                    conn.execute(step.finish)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
                 )

@@ -16,6 +16,7 @@ from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
 from lightmem.store.postgres_db import PostgresDatabase
+from lightmem.store.postgres_schema import hnsw_build_settings
 from lightmem.store.postgres_terms import bm25_sql, index_text, query_lexemes, tsquery_text
 from lightmem.store.sql import (
     ENTRY_COLS,
@@ -138,11 +139,7 @@ class PostgresEntryIndex:
 
     def build_search_indexes(self, c: Any, rows: int) -> None:
         """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
-        # The HNSW build is several times faster when its graph fits in memory: ask for what
-        # this table needs (vectors plus neighbour lists), within bounds.
-        need_mb = rows * (4 * (self.dim or 0) + 1024) // 2**20
-        c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
-        c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
+        c.execute(hnsw_build_settings(rows, 4 * (self.dim or 0), self.build_workers))
         c.execute(_GIN)
         if self.dim is not None:
             c.execute(_HNSW)
