@@ -221,11 +221,13 @@ def test_an_older_schema_is_migrated_and_its_rows_become_searchable(pg_dsn: str)
     old = [_entry("o1", "我最近对芒果过敏"), _entry("o2", "Maya trains for the Lisbon marathon")]
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"SET search_path TO {schema}, public")
+        conn.execute("ALTER TABLE entries ADD COLUMN embedding vector(3)")
+        conn.execute("CREATE INDEX entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)")
         for e in old:
             conn.execute(
-                f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text) VALUES "
-                f"({', '.join(['%s'] * 19)})",
-                (*entry_params(e), "", e.search_text),
+                f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) "
+                f"VALUES ({', '.join(['%s'] * 20)})",
+                (*entry_params(e), "", e.search_text, "[1,0,0]"),
             )
         node = Node(id="n1", kind="semantic", text="王芳住在杭州", scope=ANN)
         conn.execute(
@@ -240,6 +242,15 @@ def test_an_older_schema_is_migrated_and_its_rows_become_searchable(pg_dsn: str)
         with pg.db.read() as s:
             assert s.one("SELECT sum(docs) FROM text_stats WHERE tbl = 'entries'")[0] == 2
             assert s.one("SELECT count(*) FROM entries WHERE search_terms IS NULL")[0] == 0
+            # the vector index, dropped while the rows were filled, is back
+            assert (
+                s.one(
+                    "SELECT count(*) FROM pg_indexes WHERE indexname = 'entries_hnsw' "
+                    "AND schemaname = %s",
+                    (schema,),
+                )[0]
+                == 1
+            )
     finally:
         pg.drop()
         pg.close()

@@ -111,18 +111,20 @@ def _fill_terms(conn: Any) -> None:
     # Filling a column rewrites every row, and each new row version would be inserted into
     # the HNSW index one at a time (about a millisecond each): drop it and build it once.
     found = conn.execute(
-        "SELECT indexdef, (SELECT count(*) FROM entries), (SELECT pg_column_size(embedding) "
-        "FROM entries LIMIT 1) FROM pg_indexes "
+        "SELECT indexdef FROM pg_indexes "
         "WHERE schemaname = current_schema() AND indexname = 'entries_hnsw'"
     ).fetchone()
-    if found is not None:
+    if found is not None:  # the embedding column exists too
+        size = conn.execute(
+            "SELECT count(*), max(pg_column_size(embedding)) FROM entries"
+        ).fetchone()
         conn.execute("DROP INDEX entries_hnsw")
     stemmer = Stemmer()
     fill_search_terms(conn, "entries", "search_text", stemmer)
     fill_search_terms(conn, "graph_nodes", "text", stemmer)
     conn.execute(_SEARCH_TERMS_AFTER)
     if found is not None:
-        conn.execute(hnsw_build_settings(int(found[1]), int(found[2] or 0)))
+        conn.execute(hnsw_build_settings(int(size[0]), int(size[1] or 0)))
         conn.execute(found[0])
 
 
