@@ -32,7 +32,12 @@ __all__ = [
 
 
 class PostgresStore(SQLStore):
-    """A :class:`~lightmem.store.base.MemoryStore` in PostgreSQL (schema ``schema``)."""
+    """A :class:`~lightmem.store.base.MemoryStore` in PostgreSQL (schema ``schema``).
+
+    ``vector_index``: what a new HNSW index holds, ``"halfvec"`` (half-precision copies of
+    the vectors: half the index size and build memory, results re-scored from the stored
+    full-precision vectors) or ``"vector"`` (the vectors as stored); searches follow the
+    index a store already has."""
 
     def __init__(
         self,
@@ -44,6 +49,7 @@ class PostgresStore(SQLStore):
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
+        vector_index: str = "halfvec",
     ) -> None:
         db = PostgresDatabase(
             dsn, schema, MIGRATIONS, pool_size=pool_size, connect_timeout_s=connect_timeout_s
@@ -56,6 +62,7 @@ class PostgresStore(SQLStore):
             ef_search=ef_search,
             build_workers=build_workers,
             bulk_reindex_min=bulk_reindex_min,
+            vector_index=vector_index,
         )
         graph = SQLGraphStore(db, PostgresNodeIndex(db, self.stemmer))
         super().__init__(db, self.entry_index, graph)

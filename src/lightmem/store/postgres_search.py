@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lightmem.errors import InvalidInputError
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
@@ -30,7 +31,9 @@ from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
-_HNSW = "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
+#: What the HNSW index holds: the vectors as stored, or half-precision copies (half the
+#: index size and build memory; results are re-scored from the stored vectors).
+VECTOR_INDEXES = ("vector", "halfvec")
 _GIN = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
 _COPY_ENTRIES = (
     f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, search_terms, embedding) "
@@ -72,9 +75,16 @@ class PostgresEntryIndex:
         ef_search: int = 200,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
+        vector_index: str = "halfvec",
     ) -> None:
+        if vector_index not in VECTOR_INDEXES:
+            raise InvalidInputError(
+                f"store.vector_index: {vector_index!r} is not one of {', '.join(VECTOR_INDEXES)}"
+            )
         self.db = db
         self.stemmer = stemmer
+        self.vector_index = vector_index
+        self._indexed: str | None = None  # what the existing index holds, once read
         self.dim: int | None = None
         self.ef_search = ef_search
         self.build_workers = build_workers
@@ -86,7 +96,29 @@ class PostgresEntryIndex:
 
     def on_first_bind(self, s: Session, dim: int) -> None:
         s.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
-        s.execute(_HNSW)
+        s.execute(self._hnsw(dim))
+        self._indexed = None
+
+    def _hnsw(self, dim: int) -> str:
+        on = f"(embedding::halfvec({dim})) halfvec_ip_ops"
+        if self.vector_index == "vector":
+            on = "embedding vector_ip_ops"
+        return f"CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw ({on})"
+
+    def _order(self, s: Session) -> str:
+        """The ORDER BY expression the existing HNSW index serves (stores made before
+        half-precision indexes keep theirs: the search follows the index)."""
+        if self._indexed is None:
+            row = s.one(
+                "SELECT indexdef FROM pg_indexes "
+                "WHERE schemaname = current_schema() AND indexname = 'entries_hnsw'"
+            )
+            if row is None:  # no vectors yet (or another process is adding the index)
+                return "embedding <#> %s"
+            self._indexed = "halfvec" if "halfvec" in row[0] else "vector"
+        if self._indexed == "halfvec" and self.dim is not None:
+            return f"embedding::halfvec({self.dim}) <#> %s::halfvec({self.dim})"
+        return "embedding <#> %s"
 
     def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None:
         pass  # the row holds its vector and text
@@ -139,10 +171,12 @@ class PostgresEntryIndex:
 
     def build_search_indexes(self, c: Any, rows: int) -> None:
         """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
-        c.execute(hnsw_build_settings(rows, 4 * (self.dim or 0), self.build_workers))
+        width = 2 if self.vector_index == "halfvec" else 4
+        c.execute(hnsw_build_settings(rows, width * (self.dim or 0), self.build_workers))
         c.execute(_GIN)
         if self.dim is not None:
-            c.execute(_HNSW)
+            c.execute(self._hnsw(self.dim))
+        self._indexed = None
 
     def integrity(self, s: Session) -> list[str]:
         problems: list[str] = []
@@ -170,7 +204,7 @@ class PostgresEntryIndex:
             c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = c.execute(
                 f"SELECT id, -(embedding <#> %s) AS score FROM entries WHERE {where} "
-                "ORDER BY embedding <#> %s LIMIT %s",
+                f"ORDER BY {self._order(s)} LIMIT %s",
                 (query, *params, query, k),
             ).fetchall()
         return sorted(((r[0], float(r[1])) for r in rows), key=lambda x: -x[1])
