@@ -76,7 +76,8 @@ def bm25_sql(table: str, n_lexemes: int, where: str) -> str:
     The GIN index finds the rows holding any query lexeme; each lexeme's document
     frequency is counted over all of them (like SQLite's, over the whole table, not the
     filtered part), the document count and total length come from ``text_stats``; rows
-    passing ``where`` are ranked. Parameters, in order: the ``n_lexemes`` lexemes, the
+    passing ``where`` are ranked. ``OFFSET 0`` and ``MATERIALIZED`` keep each row's term
+    array and the idf values computed once. Parameters, in order: the ``n_lexemes`` lexemes, the
     parameters of ``where``, the tsquery text, the table name, the limit."""
     idx = range(1, n_lexemes + 1)
     tf = ", ".join(["cardinality(array_positions(t, %s))"] * n_lexemes)
@@ -93,7 +94,7 @@ def bm25_sql(table: str, n_lexemes: int, where: str) -> str:
 WITH m AS MATERIALIZED (
     SELECT rid, id, ok, cardinality(t)::float8 AS dl, ARRAY[{tf}]::float8[] AS tf
     FROM (SELECT rid, id, string_to_array(search_terms, ' ') AS t, ({where}) AS ok
-          FROM {table} WHERE tsv @@ %s::tsquery) AS x
+          FROM {table} WHERE tsv @@ %s::tsquery OFFSET 0) AS x
 ),
 st AS (
     SELECT greatest(sum(docs), 1)::float8 AS n,
@@ -101,7 +102,7 @@ st AS (
                 ELSE 1.0 END AS avgdl
     FROM text_stats WHERE tbl = %s
 ),
-w AS (
+w AS MATERIALIZED (
     SELECT ARRAY[{idf}] AS idf, st.avgdl
     FROM (SELECT ARRAY[{df}]::float8[] AS df FROM m) AS d, st
 )
