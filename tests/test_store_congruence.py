@@ -1,8 +1,7 @@
 """One random workload on SQLite and on PostgreSQL: the results must be the same.
 
-Allowed difference (documented in the README's storage section): full-text ranking (BM25
-on SQLite, ``ts_rank_cd`` on PostgreSQL), so text search is compared as the set of matching
-ids; store-assigned timestamps are compared for presence only."""
+Text search is compared here as the set of matching ids (``test_pg_fulltext.py`` compares
+the BM25 rankings and scores); store-assigned timestamps are compared for presence only."""
 
 from __future__ import annotations
 

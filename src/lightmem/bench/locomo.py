@@ -12,6 +12,7 @@ import re
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
 from lightmem.memory import LightMemory
+from lightmem.store.postgres import PostgresStore
 from lightmem.text import estimate_tokens
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
@@ -78,6 +80,7 @@ def run(
     samples: int | None = None,
     limit_turns: int | None = None,
     count_tokens: Callable[[str], int] | None = None,
+    dsn: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``.
 
@@ -87,7 +90,8 @@ def run(
     as judge (LoCoMo LLM-judge protocol). ``samples`` keeps the first conversations only;
     ``limit_turns`` ingests the first turns of each and asks only the questions whose
     evidence lies within them. ``count_tokens`` counts raw tokens with the model's own
-    tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio.
+    tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio. With
+    ``dsn``, each conversation goes into a fresh PostgreSQL schema there (dropped after).
     """
     data = load(path)[:samples] if samples else load(path)
     questions: list[dict[str, Any]] = []
@@ -99,7 +103,10 @@ def run(
     with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
         for sample in data:
             sid = str(sample.get("sample_id", len(questions)))
-            cfg = {**(config or {}), "store": {"path": str(Path(tmp) / f"{sid}.db")}}
+            store: dict[str, Any] = {"path": str(Path(tmp) / f"{sid}.db")}
+            if dsn:
+                store = {"provider": "postgres", "dsn": dsn, "schema": f"locomo_{uuid.uuid4().hex}"}
+            cfg = {**(config or {}), "store": store}
             convo = _first_turns(sessions(sample), limit_turns)
             ingested = {m["id"] for msgs in convo for m in msgs}
             with LightMemory.from_config(cfg) as mem:
@@ -157,6 +164,8 @@ def run(
                     agg = usage.setdefault((rec["kind"], rec["op"]), dict.fromkeys(_USAGE, 0))
                     for k in _USAGE:
                         agg[k] += rec[k]
+                if isinstance(mem.store, PostgresStore):
+                    mem.store.drop()
             if progress:
                 progress(f"{sid}: {len(questions)} questions so far")
     if qa_client is not None:

@@ -35,6 +35,7 @@ def add_bench_parser(sub: Any) -> None:
     local_llm_options(lo)
     lo.add_argument("--samples", type=count(1), help="only the first N conversations")
     lo.add_argument("--limit-turns", type=count(1), help="only the first N turns of each")
+    lo.add_argument("--dsn", help="store on PostgreSQL there (a fresh schema per conversation)")
     fm = bsub.add_parser("fluxmem", help="FluxMem stage ablation: table tasks or TextWorldExpress")
     fm.add_argument("--env", choices=["tables", "twx"], default="tables")
     fm.add_argument("--seeds", type=count(1), default=5, help="how many seeds (medians reported)")
@@ -258,6 +259,7 @@ def _bench_llm(
         samples=args.samples,
         limit_turns=args.limit_turns,
         count_tokens=count,
+        dsn=getattr(args, "dsn", None),
     )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))

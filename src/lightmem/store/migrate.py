@@ -76,6 +76,7 @@ def _migrate(
             if bulk:
                 target.entry_index.drop_search_indexes(c)
             _copy_entries(s, c)
+            target.fill_search_terms(c)  # the full-text terms, computed in Python
             if bulk:
                 target.entry_index.build_search_indexes(c, n_entries)
             _copy_rows(
@@ -99,6 +100,7 @@ def _migrate(
             )
             if not skip_graph:
                 _copy_graph(s, c)
+                target.fill_search_terms(c)
             c.execute("ANALYZE messages, entries, history, graph_nodes, graph_edges, graph_history")
         tables: dict[str, dict[str, Any]] = {}
         with target.db.transaction() as tx:

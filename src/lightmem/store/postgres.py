@@ -1,37 +1,43 @@
 """The PostgreSQL + pgvector backend: the same MemoryStore, for many processes and machines.
 
 Vectors live in a pgvector column with an HNSW index (inner product on unit vectors,
-``ef_search`` tunable); full text in a generated ``tsvector`` ranked with ``ts_rank_cd``
-(see :mod:`lightmem.store.postgres_search` for how rankings differ from SQLite's BM25).
+``ef_search`` tunable); full text in a ``tsvector`` generated from pre-segmented, stemmed
+``search_terms`` (the SQLite BM25 index's terms, :mod:`lightmem.store.postgres_terms`)
+ranked by the same BM25 as the SQLite store's.
 The schema is created and migrated by the library (:mod:`lightmem.store.postgres_schema`,
 versioned, safe to run twice); every operation is one transaction.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from lightmem.store.entries import SQLStore
 from lightmem.store.graph_sql import SQLGraphStore
 from lightmem.store.postgres_db import PostgresDatabase, apply_migrations, open_pool
 from lightmem.store.postgres_schema import MIGRATIONS
-from lightmem.store.postgres_search import (
-    PostgresEntryIndex,
-    PostgresNodeIndex,
-    search_terms,
-    to_numpy,
-)
+from lightmem.store.postgres_search import PostgresEntryIndex, PostgresNodeIndex, to_numpy
+from lightmem.store.postgres_terms import fill_search_terms, query_lexemes, tsquery_text
+from lightmem.store.text_index import Stemmer
 
 __all__ = [
     "MIGRATIONS",
     "PostgresStore",
     "apply_migrations",
     "open_pool",
-    "search_terms",
+    "query_lexemes",
     "to_numpy",
+    "tsquery_text",
 ]
 
 
 class PostgresStore(SQLStore):
-    """A :class:`~lightmem.store.base.MemoryStore` in PostgreSQL (schema ``schema``)."""
+    """A :class:`~lightmem.store.base.MemoryStore` in PostgreSQL (schema ``schema``).
+
+    ``vector_index``: what a new HNSW index holds, ``"halfvec"`` (half-precision copies of
+    the vectors: half the index size and build memory, results re-scored from the stored
+    full-precision vectors) or ``"vector"`` (the vectors as stored); searches follow the
+    index a store already has."""
 
     def __init__(
         self,
@@ -43,16 +49,31 @@ class PostgresStore(SQLStore):
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
+        vector_index: str = "halfvec",
     ) -> None:
         db = PostgresDatabase(
             dsn, schema, MIGRATIONS, pool_size=pool_size, connect_timeout_s=connect_timeout_s
         )
         self.schema = schema
+        self.stemmer = Stemmer()  # one per store: it memoises stems
         self.entry_index = PostgresEntryIndex(
-            db, ef_search=ef_search, build_workers=build_workers, bulk_reindex_min=bulk_reindex_min
+            db,
+            self.stemmer,
+            ef_search=ef_search,
+            build_workers=build_workers,
+            bulk_reindex_min=bulk_reindex_min,
+            vector_index=vector_index,
         )
-        super().__init__(db, self.entry_index, SQLGraphStore(db, PostgresNodeIndex(db)))
+        graph = SQLGraphStore(db, PostgresNodeIndex(db, self.stemmer))
+        super().__init__(db, self.entry_index, graph)
         self.pg = db
+
+    def fill_search_terms(self, conn: Any) -> int:
+        """In transaction ``conn``: compute ``search_terms`` for entries and graph nodes
+        written without them (rows copied in by SQL); returns how many."""
+        return fill_search_terms(conn, "entries", "search_text", self.stemmer) + (
+            fill_search_terms(conn, "graph_nodes", "text", self.stemmer)
+        )
 
     @property
     def bulk_reindex_min(self) -> int:

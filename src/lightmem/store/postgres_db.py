@@ -10,6 +10,7 @@ from typing import Any
 
 from lightmem.errors import InvalidInputError, StoreError
 from lightmem.store.db import Migration, Session
+from lightmem.store.postgres_schema import FilledMigration
 from lightmem.store.sql import POSTGRES
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -147,6 +148,8 @@ def apply_migrations(
             for version in range(current + 1, len(migrations) + 1):
                 step = migrations[version - 1]
                 conn.execute(step.sql if isinstance(step, Migration) else step)
+                if isinstance(step, FilledMigration):  # a step that also computes values
+                    step.fill(conn)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (%s, %s)", (version, time.time())
                 )

@@ -1,25 +1,24 @@
 """PostgreSQL's search pieces: pgvector (HNSW, inner product on unit vectors, ``ef_search``
-tunable) and a generated ``tsvector`` ranked with ``ts_rank_cd`` for entries; exact
-in-database ranking for graph nodes; binary COPY for bulk loads.
-
-``ts_rank_cd`` (cover density) rewards query words close together, where SQLite's BM25
-rewards rare words and normalises by length, so full-text rankings differ between the
-backends; which entries match is the same.
+tunable) and a ``tsvector`` generated from pre-segmented ``search_terms``
+(:mod:`lightmem.store.postgres_terms`) ranked by the same BM25 as SQLite's; exact
+in-database vector ranking for graph nodes; binary COPY for bulk loads.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from lightmem.errors import InvalidInputError
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
 from lightmem.store.postgres_db import PostgresDatabase
+from lightmem.store.postgres_schema import hnsw_build_settings
+from lightmem.store.postgres_terms import bm25_sql, index_text, query_lexemes, tsquery_text
 from lightmem.store.sql import (
     ENTRY_COLS,
     POSTGRES,
@@ -28,14 +27,17 @@ from lightmem.store.sql import (
     filter_sql,
     scope_sql,
 )
+from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
-_TERM = re.compile(r"^\w+$", re.UNICODE)
-_HNSW = "CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw (embedding vector_ip_ops)"
+#: What the HNSW index holds: the vectors as stored, or half-precision copies (half the
+#: index size and build memory; results are re-scored from the stored vectors).
+VECTOR_INDEXES = ("vector", "halfvec")
 _GIN = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
 _COPY_ENTRIES = (
-    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, embedding) FROM STDIN (FORMAT BINARY)"
+    f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, search_terms, embedding) "
+    "FROM STDIN (FORMAT BINARY)"
 )
 _COPY_ENTRY_TYPES = [
     *["text"] * 7,
@@ -49,6 +51,7 @@ _COPY_ENTRY_TYPES = [
     "jsonb",
     "text",
     "text",
+    "text",
     "vector",
 ]
 _COPY_HISTORY = (
@@ -60,30 +63,62 @@ _COPY_HISTORY_TYPES = [*["text"] * 5, "int4", "jsonb", "jsonb", "float8", "text"
 
 class PostgresEntryIndex:
     """Entry vectors in an ``embedding`` column (added when the embedder is bound, with its
-    HNSW index), full text in the ``tsv`` column generated from ``search_text``."""
+    HNSW index), full text in the ``tsv`` column generated from ``search_terms``."""
 
-    extra_columns: tuple[str, ...] = ("search_text", "embedding")
+    extra_columns: tuple[str, ...] = ("search_text", "search_terms", "embedding")
 
     def __init__(
         self,
         db: PostgresDatabase,
+        stemmer: Stemmer,
         *,
         ef_search: int = 200,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
+        vector_index: str = "halfvec",
     ) -> None:
+        if vector_index not in VECTOR_INDEXES:
+            raise InvalidInputError(
+                f"store.vector_index: {vector_index!r} is not one of {', '.join(VECTOR_INDEXES)}"
+            )
         self.db = db
+        self.stemmer = stemmer
+        self.vector_index = vector_index
+        self._indexed: str | None = None  # what the existing index holds, once read
         self.dim: int | None = None
         self.ef_search = ef_search
         self.build_workers = build_workers
         self.bulk_reindex_min = bulk_reindex_min
 
     def extra_values(self, e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
-        return (e.search_text, vec)
+        text = e.search_text
+        return (text, index_text(text, self.stemmer), vec)
 
     def on_first_bind(self, s: Session, dim: int) -> None:
         s.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
-        s.execute(_HNSW)
+        s.execute(self._hnsw(dim))
+        self._indexed = None
+
+    def _hnsw(self, dim: int) -> str:
+        on = f"(embedding::halfvec({dim})) halfvec_ip_ops"
+        if self.vector_index == "vector":
+            on = "embedding vector_ip_ops"
+        return f"CREATE INDEX IF NOT EXISTS entries_hnsw ON entries USING hnsw ({on})"
+
+    def _order(self, s: Session) -> str:
+        """The ORDER BY expression the existing HNSW index serves (stores made before
+        half-precision indexes keep theirs: the search follows the index)."""
+        if self._indexed is None:
+            row = s.one(
+                "SELECT indexdef FROM pg_indexes "
+                "WHERE schemaname = current_schema() AND indexname = 'entries_hnsw'"
+            )
+            if row is None:  # no vectors yet (or another process is adding the index)
+                return "embedding <#> %s"
+            self._indexed = "halfvec" if "halfvec" in row[0] else "vector"
+        if self._indexed == "halfvec" and self.dim is not None:
+            return f"embedding::halfvec({self.dim}) <#> %s::halfvec({self.dim})"
+        return "embedding <#> %s"
 
     def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None:
         pass  # the row holds its vector and text
@@ -112,7 +147,9 @@ class PostgresEntryIndex:
             copy.set_types(_COPY_ENTRY_TYPES)
             for e, vec in itertools.chain(first, rows):
                 check_vector(vec, self.dim)
-                copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), e.search_text, vec))
+                text = e.search_text
+                terms = index_text(text, self.stemmer)
+                copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), text, terms, vec))
                 events.append(load.event(e, load.reason, Jsonb))
         with c.cursor().copy(_COPY_HISTORY) as copy:
             copy.set_types(_COPY_HISTORY_TYPES)
@@ -134,21 +171,21 @@ class PostgresEntryIndex:
 
     def build_search_indexes(self, c: Any, rows: int) -> None:
         """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
-        # The HNSW build is several times faster when its graph fits in memory: ask for what
-        # this table needs (vectors plus neighbour lists), within bounds.
-        need_mb = rows * (4 * (self.dim or 0) + 1024) // 2**20
-        c.execute(f"SET LOCAL maintenance_work_mem = '{min(max(need_mb, 64), 8192)}MB'")
-        c.execute(f"SET LOCAL max_parallel_maintenance_workers = {self.build_workers}")
+        width = 2 if self.vector_index == "halfvec" else 4
+        c.execute(hnsw_build_settings(rows, width * (self.dim or 0), self.build_workers))
         c.execute(_GIN)
         if self.dim is not None:
-            c.execute(_HNSW)
+            c.execute(self._hnsw(self.dim))
+        self._indexed = None
 
     def integrity(self, s: Session) -> list[str]:
         problems: list[str] = []
         missing = s.one("SELECT count(*) FROM entries WHERE embedding IS NULL")[0]
         if missing:
             problems.append(f"{missing} entries without a vector")
-        stale = s.one("SELECT count(*) FROM entries WHERE tsv IS NULL OR search_text = ''")[0]
+        stale = s.one(
+            "SELECT count(*) FROM entries WHERE search_terms IS NULL OR search_text = ''"
+        )[0]
         if stale:
             problems.append(f"{stale} entries without full text")
         return problems
@@ -167,7 +204,7 @@ class PostgresEntryIndex:
             c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = c.execute(
                 f"SELECT id, -(embedding <#> %s) AS score FROM entries WHERE {where} "
-                "ORDER BY embedding <#> %s LIMIT %s",
+                f"ORDER BY {self._order(s)} LIMIT %s",
                 (query, *params, query, k),
             ).fetchall()
         return sorted(((r[0], float(r[1])) for r in rows), key=lambda x: -x[1])
@@ -175,7 +212,13 @@ class PostgresEntryIndex:
     def text_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
-        return _ranked_text(self.db, "entries", terms, filter_sql(POSTGRES, scope, filters), k)
+        return _ranked_text(
+            self.db,
+            "entries",
+            query_lexemes(terms, self.stemmer),
+            filter_sql(POSTGRES, scope, filters),
+            k,
+        )
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         where, params = filter_sql(POSTGRES, scope, filters)
@@ -193,15 +236,18 @@ class PostgresEntryIndex:
 
 class PostgresNodeIndex:
     """Graph nodes with an unsized ``embedding`` column ranked exactly in the database
-    (graphs hold thousands of nodes) and a ``tsvector`` ranked with ``ts_rank_cd``."""
+    (graphs hold thousands of nodes) and a ``tsvector`` over ``search_terms`` ranked by
+    BM25."""
 
-    def __init__(self, db: PostgresDatabase) -> None:
+    def __init__(self, db: PostgresDatabase, stemmer: Stemmer) -> None:
         self.db = db
+        self.stemmer = stemmer
 
     def insert(self, s: Session, n: Node, vec: Vector) -> None:
         s.execute(
-            f"INSERT INTO graph_nodes ({NODE_COLS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (*node_params(n), vec),
+            f"INSERT INTO graph_nodes ({NODE_COLS}, search_terms, embedding) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*node_params(n), index_text(n.text, self.stemmer), vec),
         )
 
     def delete(self, s: Session, node_id: str) -> None:
@@ -235,29 +281,25 @@ class PostgresNodeIndex:
     ) -> list[ScoredId]:
         where, params = scope_sql(POSTGRES, scope)
         return _ranked_text(
-            self.db, "graph_nodes", terms, (f"kind = %s AND {where}", [kind, *params]), k
+            self.db,
+            "graph_nodes",
+            query_lexemes(terms, self.stemmer),
+            (f"kind = %s AND {where}", [kind, *params]),
+            k,
         )
 
 
 def _ranked_text(
-    db: PostgresDatabase, table: str, terms: Sequence[str], where: tuple[str, list[Any]], k: int
+    db: PostgresDatabase, table: str, lexemes: Sequence[str], where: tuple[str, list[Any]], k: int
 ) -> list[ScoredId]:
-    query = search_terms(terms)
-    if not query or k <= 0:
+    if not lexemes or k <= 0:
         return []
     with db.read() as s:
         rows = s.raw.execute(
-            f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {table}, "
-            "to_tsquery('english', %s) AS q "
-            f"WHERE tsv @@ q AND {where[0]} ORDER BY score DESC, rid LIMIT %s",
-            (query, *where[1], k),
+            bm25_sql(table, len(lexemes), where[0]),
+            (*lexemes, *where[1], tsquery_text(lexemes), table, k),
         ).fetchall()
     return [(r[0], float(r[1])) for r in rows]
-
-
-def search_terms(terms: Sequence[str]) -> str:
-    """A ``to_tsquery`` OR-query of the plain words among ``terms`` ("" when none)."""
-    return " | ".join(t for t in terms if _TERM.match(t))
 
 
 def to_numpy(value: Any) -> Vector:

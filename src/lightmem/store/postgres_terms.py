@@ -1,0 +1,109 @@
+"""PostgreSQL full text cut and ranked the way the SQLite BM25 index cuts and ranks it.
+
+PostgreSQL's text search configurations split on its parser's word boundaries, so Chinese
+and Japanese clauses become single "words", and the ``english`` configuration stems
+differently from the Snowball stemmer the SQLite index uses. Instead, each entry and graph
+node carries ``search_terms``: its index terms from :meth:`Stemmer.tokens
+<lightmem.store.text_index.Stemmer.tokens>` (segmented per message by :mod:`lightmem.lang`,
+lower-cased, Snowball-stemmed), joined by spaces. The ``tsvector`` holds exactly those
+terms (``array_to_tsvector``: no parser, so no dependence on the database's locale, and
+stricter than the ``simple`` configuration, which would still re-split them); queries are
+cut the same way, so a question matches the same entries on both backends, and
+:func:`bm25_sql` ranks them with the same BM25."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lightmem.store.text_index import K1, B, Stemmer
+
+#: Rows whose terms a migration fills per batch.
+FILL_BATCH = 2_000
+#: The smallest idf a matching term adds (FTS5's floor, as in the SQLite index).
+IDF_FLOOR = 1e-6
+
+
+def index_text(text: str, stemmer: Stemmer) -> str:
+    """The ``search_terms`` value of ``text``: its stemmed index terms, space-separated."""
+    return " ".join(stemmer.tokens(text))
+
+
+def query_lexemes(terms: Sequence[str], stemmer: Stemmer) -> list[str]:
+    """The distinct index terms of query ``terms`` (each cut and stemmed like a document),
+    in first-seen order."""
+    seen: dict[str, None] = {}
+    for t in terms:
+        for stem in stemmer.tokens(t):
+            seen.setdefault(stem, None)
+    return list(seen)
+
+
+def tsquery_text(lexemes: Sequence[str]) -> str:
+    """A ``tsquery`` OR-query of ``lexemes`` ("" when none), each quoted so that no
+    character of it is read as an operator; the lexemes are taken verbatim, as the
+    ``tsvector`` holds them."""
+    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in lexemes)
+
+
+def fill_search_terms(conn: Any, table: str, source: str, stemmer: Stemmer) -> int:
+    """Set ``search_terms`` from column ``source`` on every row of ``table`` (in the current
+    schema) that has none, in batches on connection ``conn`` (inside its transaction).
+    Returns how many rows were filled."""
+    filled = 0
+    last = 0
+    while True:
+        rows = conn.execute(
+            f"SELECT rid, {source} FROM {table} WHERE search_terms IS NULL AND rid > %s "
+            "ORDER BY rid LIMIT %s",
+            (last, FILL_BATCH),
+        ).fetchall()
+        if not rows:
+            return filled
+        conn.execute(
+            f"UPDATE {table} AS t SET search_terms = u.terms "
+            "FROM unnest(%s::bigint[], %s::text[]) AS u(rid, terms) WHERE t.rid = u.rid",
+            ([r[0] for r in rows], [index_text(r[1], stemmer) for r in rows]),
+        )
+        filled += len(rows)
+        last = int(rows[-1][0])
+
+
+def bm25_sql(table: str, n_lexemes: int, where: str) -> str:
+    """One query ranking ``table``'s rows by Okapi BM25 with the SQLite index's constants
+    and formula (:mod:`lightmem.store.text_index`), so both backends rank alike.
+
+    The GIN index finds the rows holding any query lexeme; each lexeme's document
+    frequency is counted over all of them (like SQLite's, over the whole table, not the
+    filtered part), the document count and total length come from ``text_stats``; rows
+    passing ``where`` are ranked. ``OFFSET 0`` and ``MATERIALIZED`` keep each row's term
+    array and the idf values computed once. Parameters, in order: the ``n_lexemes`` lexemes, the
+    parameters of ``where``, the tsquery text, the table name, the limit."""
+    idx = range(1, n_lexemes + 1)
+    tf = ", ".join(["cardinality(array_positions(t, %s))"] * n_lexemes)
+    df = ", ".join(f"count(*) FILTER (WHERE tf[{i}] > 0)" for i in idx)
+    idf = ", ".join(
+        f"greatest({IDF_FLOOR}, ln(greatest(st.n - d.df[{i}], 0) + 0.5) - ln(d.df[{i}] + 0.5))"
+        for i in idx
+    )
+    score = " + ".join(
+        f"w.idf[{i}] * m.tf[{i}] * {K1 + 1} / (m.tf[{i}] + {K1} * ({1 - B} + {B} * m.dl / w.avgdl))"
+        for i in idx
+    )
+    return f"""
+WITH m AS MATERIALIZED (
+    SELECT rid, id, ok, cardinality(t)::float8 AS dl, ARRAY[{tf}]::float8[] AS tf
+    FROM (SELECT rid, id, string_to_array(search_terms, ' ') AS t, ({where}) AS ok
+          FROM {table} WHERE tsv @@ %s::tsquery OFFSET 0) AS x
+),
+st AS (
+    SELECT greatest(sum(docs), 1)::float8 AS n,
+           CASE WHEN sum(terms) > 0 THEN sum(terms)::float8 / greatest(sum(docs), 1)
+                ELSE 1.0 END AS avgdl
+    FROM text_stats WHERE tbl = %s
+),
+w AS MATERIALIZED (
+    SELECT ARRAY[{idf}] AS idf, st.avgdl
+    FROM (SELECT ARRAY[{df}]::float8[] AS df FROM m) AS d, st
+)
+SELECT m.id, {score} AS score FROM m, w WHERE m.ok ORDER BY score DESC, m.rid LIMIT %s"""
