@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lightmem.bench import qa_prompts
+from lightmem.bench.locomo_report import answer_cover, by_conversation, mean_cover, run_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
@@ -96,6 +97,7 @@ def run(
     raw_tokens = 0
     latencies: list[float] = []
     usage: dict[tuple[str, str], dict[str, Any]] = {}
+    run_cfg: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
         for sample in data:
             sid = str(sample.get("sample_id", len(questions)))
@@ -103,6 +105,16 @@ def run(
             convo = _first_turns(sessions(sample), limit_turns)
             ingested = {m["id"] for msgs in convo for m in msgs}
             with LightMemory.from_config(cfg) as mem:
+                run_cfg = run_cfg or run_config(
+                    path,
+                    config=config,
+                    settings=mem.settings,
+                    embedder=mem.embedder.name,
+                    budget_tokens=budget_tokens,
+                    limit=limit,
+                    samples=samples,
+                    limit_turns=limit_turns,
+                )
                 t0 = time.perf_counter()
                 for msgs in convo:
                     mem.add_memory(msgs, force_segment=True)
@@ -121,6 +133,7 @@ def run(
                         str(qa["question"]), limit=limit, budget_tokens=budget_tokens
                     )
                     latencies.append(time.perf_counter() - t1)
+                    context = mem.format_context(results)
                     # A topic summary lists its whole segment as sources but holds only
                     # keywords, so only entries count as retrieving a turn's content.
                     got = {
@@ -149,10 +162,11 @@ def run(
                             "tokens": sum(r.tokens for r in results),
                             "all_evidence": ev <= got,
                             "any_evidence": bool(ev & got),
+                            "answer_cover": answer_cover(qa.get("answer", ""), context),
                         }
                     )
                     if qa_client is not None:
-                        questions[-1].update(_qa(qa_client, qa, mem.format_context(results)))
+                        questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
                     agg = usage.setdefault((rec["kind"], rec["op"]), dict.fromkeys(_USAGE, 0))
                     for k in _USAGE:
@@ -165,6 +179,8 @@ def run(
             for k in _USAGE:
                 agg[k] += getattr(r, k)
     summary = summarize(questions, ingest_s, turns, latencies, budget_tokens)
+    summary["by_conversation"] = by_conversation(questions)
+    summary["config"] = run_cfg
     summary["usage"] = [{"kind": k, "op": o, **v} for (k, o), v in sorted(usage.items())]
     llm_extract = usage.get(("llm", "extract"))
     if llm_extract:
@@ -261,13 +277,18 @@ def summarize(
     by_cat = {}
     for cat in (1, 2, 3, 4):
         qs = [q for q in questions if q["category"] == cat]
-        by_cat[str(cat)] = {"n": len(qs), "all_evidence_recall": rate("all_evidence", qs)}
+        by_cat[str(cat)] = {
+            "n": len(qs),
+            "all_evidence_recall": rate("all_evidence", qs),
+            "answer_word_cover": mean_cover(qs),
+        }
     lat = sorted(latencies)
     return {
         "questions": len(questions),
         "budget_tokens": budget_tokens,
         "all_evidence_recall": rate("all_evidence", questions),
         "any_evidence_recall": rate("any_evidence", questions),
+        "answer_word_cover": mean_cover(questions),
         "mean_retrieved_tokens": round(statistics.fmean(q["tokens"] for q in questions), 1)
         if questions
         else 0.0,
