@@ -77,11 +77,11 @@ def test_speaker_focus_ranks_the_named_speakers_own_memories_first(
 ) -> None:
     query = "What does Ana enjoy?"
 
-    def top(focus: float) -> list[str]:
+    def top(focus: float, keep: int = 0) -> list[str]:
         cfg = {
-            "store": {"path": str(tmp_path / f"{mode}-{focus}.db")},
+            "store": {"path": str(tmp_path / f"{mode}-{focus}-{keep}.db")},
             "retrieve_strategy": mode,
-            "retrieval": {"speaker_focus": focus},
+            "retrieval": {"speaker_focus": focus, "keep_first": keep},
             # each turn indexed alone: Ben's words do not reach Ana's turns as context
             "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
         }
@@ -91,6 +91,10 @@ def test_speaker_focus_ranks_the_named_speakers_own_memories_first(
 
     assert top(0.0).count("Ana") < 3  # Ben's "Ana, ..." turns crowd in without focus
     assert top(2.0) == ["Ana", "Ana", "Ana"]
+    # the best plain hit can be kept in place ahead of the re-ranking
+    plain = top(0.0)
+    assert plain[0] == "Ben"
+    assert top(2.0, keep=1) == ["Ben", "Ana", "Ana"]
 
 
 def test_retrieval_options_are_validated() -> None:

@@ -12,7 +12,7 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
 from lightmem.memory import LightMemory
 from lightmem.text import estimate_tokens
+from lightmem.types import RetrievalResult
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_(\d+)")
@@ -122,49 +123,14 @@ def run(
                     raw_tokens += sum((count_tokens or estimate_tokens)(m["content"]) for m in msgs)
                 mem.flush()
                 ingest_s += time.perf_counter() - t0
-                for qa in sample.get("qa", []):
-                    if qa.get("category") not in (1, 2, 3, 4):
-                        continue
-                    ev = evidence_ids(qa.get("evidence", []))
-                    if not ev or not ev <= ingested:
-                        continue
+                for qa, ev in scored_questions(sample, ingested):
                     t1 = time.perf_counter()
                     results = mem.retrieve(
                         str(qa["question"]), limit=limit, budget_tokens=budget_tokens
                     )
                     latencies.append(time.perf_counter() - t1)
                     context = mem.format_context(results)
-                    # A topic summary lists its whole segment as sources but holds only
-                    # keywords, so only entries count as retrieving a turn's content.
-                    got = {
-                        s
-                        for r in results
-                        for e in (r.entry, *r.related)
-                        if e.kind == "entry"
-                        for s in e.source_ids
-                    }
-                    questions.append(
-                        {
-                            "sample_id": sid,
-                            "question": qa["question"],
-                            "category": qa["category"],
-                            "evidence": sorted(ev),
-                            "answer": qa.get("answer"),
-                            "retrieved": [
-                                {
-                                    "text": r.text,
-                                    "kind": r.entry.kind,
-                                    "source_ids": list(r.source_ids),
-                                    "score": r.score,
-                                }
-                                for r in results
-                            ],
-                            "tokens": sum(r.tokens for r in results),
-                            "all_evidence": ev <= got,
-                            "any_evidence": bool(ev & got),
-                            "answer_cover": answer_cover(qa.get("answer", ""), context),
-                        }
-                    )
+                    questions.append(score(sid, qa, ev, results, context))
                     if qa_client is not None:
                         questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
@@ -196,6 +162,54 @@ def run(
             )
         summary["qa_model"] = qa_client.name
     return {"summary": summary, "questions": questions}
+
+
+def scored_questions(
+    sample: Mapping[str, Any], ingested: set[str]
+) -> Iterator[tuple[Mapping[str, Any], set[str]]]:
+    """The questions of categories 1-4 whose evidence (parsed) was all ingested."""
+    for qa in sample.get("qa", []):
+        if qa.get("category") not in (1, 2, 3, 4):
+            continue
+        ev = evidence_ids(qa.get("evidence", []))
+        if ev and ev <= ingested:
+            yield qa, ev
+
+
+def score(
+    sid: str,
+    qa: Mapping[str, Any],
+    ev: set[str],
+    results: Sequence[RetrievalResult],
+    context: str,
+) -> dict[str, Any]:
+    """One question's row: what was retrieved, whether it holds the evidence turns, and
+    the answer-word cover of the formatted ``context``."""
+    # A topic summary lists its whole segment as sources but holds only keywords, so
+    # only entries count as retrieving a turn's content.
+    got = {
+        s for r in results for e in (r.entry, *r.related) if e.kind == "entry" for s in e.source_ids
+    }
+    return {
+        "sample_id": sid,
+        "question": qa["question"],
+        "category": qa["category"],
+        "evidence": sorted(ev),
+        "answer": qa.get("answer"),
+        "retrieved": [
+            {
+                "text": r.text,
+                "kind": r.entry.kind,
+                "source_ids": list(r.source_ids),
+                "score": r.score,
+            }
+            for r in results
+        ],
+        "tokens": sum(r.tokens for r in results),
+        "all_evidence": ev <= got,
+        "any_evidence": bool(ev & got),
+        "answer_cover": answer_cover(qa.get("answer", ""), context),
+    }
 
 
 _USAGE = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")

@@ -46,6 +46,8 @@ class RetrieveParams:
     #: :mod:`lightmem.pipeline.expand`.
     speaker_focus: float = 0.0
     topic_diversity: float = 0.0
+    #: how many of the best plain hits keep their place ahead of both re-rankings
+    keep_first: int = 0
     #: what a memory shows in the context: its stored (pre-compressed) text, or the
     #: sentences of its original text most about the query, up to ``sentence_words`` words
     #: (see :mod:`lightmem.pipeline.extractive`).
@@ -126,12 +128,14 @@ class Retriever:
         if not fused or (p.speaker_focus <= 0 and p.topic_diversity <= 0):
             return self._pack(fused, p, query)
         entries = self._store.get_entries([i for i, _ in fused])
+        head = fused[: p.keep_first]
         if p.speaker_focus > 0 and f.speaker is None:
             fused = self._speaker_focus(query, scope, f, p, qv, fused, entries)
         if p.topic_diversity > 0:
             topic_of = {i: e.topic_id for i, e in entries.items() if e.topic_id}
             fused = diversify(fused, topic_of, p.topic_diversity)
-        return self._pack(fused, p, query, entries)
+        kept = {i for i, _ in head}
+        return self._pack(head + [h for h in fused if h[0] not in kept], p, query, entries)
 
     def _speaker_focus(
         self,
