@@ -25,7 +25,7 @@ from lightmem import LightMemory
 from lightmem.bench import locomo
 from lightmem.bench.locomo_report import by_conversation
 
-OFF = {"speaker_focus": 0.0, "topic_diversity": 0.0, "keep_first": 0, "context_text": "stored"}
+OFF = {"speaker_focus": 0.0, "keep_first": 0, "context_text": "stored"}
 INGEST: dict[str, dict[str, Any]] = {
     "default": {},
     "original_text": {"text_summary": False},
@@ -35,14 +35,9 @@ INGEST: dict[str, dict[str, Any]] = {
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "baseline": ("default", OFF),
     "speaker_focus": ("default", {**OFF, "speaker_focus": 1.0}),
-    "topic_diversity": ("default", {**OFF, "topic_diversity": 0.5}),
-    "focus+diversity": ("default", {**OFF, "speaker_focus": 1.0, "topic_diversity": 0.5}),
     "focus_keep10": ("default", {**OFF, "speaker_focus": 1.0, "keep_first": 10}),
     "focus_0.5": ("default", {**OFF, "speaker_focus": 0.5}),
-    "focus+diversity_keep10": (
-        "default",
-        {**OFF, "speaker_focus": 1.0, "topic_diversity": 0.5, "keep_first": 10},
-    ),
+    "focus2_keep10": ("default", {**OFF, "speaker_focus": 2.0, "keep_first": 10}),
     "sentences_20": ("default", {**OFF, "context_text": "sentences", "sentence_words": 20}),
     "sentences_30": ("default", {**OFF, "context_text": "sentences", "sentence_words": 30}),
     "original_text": ("original_text", OFF),

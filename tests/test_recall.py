@@ -1,4 +1,4 @@
-"""Issue 16: speaker focus and topic diversity in retrieval, answer-word cover and the run
+"""Issue 16: speaker focus and sentence display in retrieval, answer-word cover and the run
 configuration in ``bench locomo``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from lightmem.bench import locomo
 from lightmem.bench.locomo_report import answer_cover, answer_words, by_conversation, redacted
 from lightmem.config import parse_config
 from lightmem.errors import ConfigError
-from lightmem.pipeline.expand import diversify, named_speakers
+from lightmem.pipeline.expand import named_speakers
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.store.text_index import Stemmer
 from lightmem.types import MemoryEntry, Scope
@@ -39,19 +39,6 @@ def test_named_speakers_by_first_name_full_name_and_possessive() -> None:
     assert named_speakers("What did they say?", people) == []
     # a one-letter first name is never matched by a stray word
     assert named_speakers("What did a person buy?", [_entry("4", "A Smith")]) == []
-
-
-def test_diversify_spreads_over_groups_and_keeps_every_id() -> None:
-    ranked = [("a1", 1.0), ("a2", 0.9), ("a3", 0.8), ("b1", 0.7), ("c1", 0.3)]
-    groups = {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "c1": "C"}
-    out = diversify(ranked, groups, penalty=1.0)
-    assert [i for i, _ in out] == ["a1", "b1", "a2", "c1", "a3"]  # a3: 0.8 / 3 < 0.3
-    assert sorted(out) == sorted(
-        [("a1", 1.0), ("b1", 0.7), ("a2", 0.45), ("a3", 0.8 / 3), ("c1", 0.3)]
-    )
-    assert diversify(ranked, groups, penalty=0.0) == ranked
-    # ids with no group are never penalised
-    assert [i for i, _ in diversify(ranked, {}, penalty=5.0)] == [i for i, _ in ranked]
 
 
 def _chat() -> list[dict[str, Any]]:
@@ -98,10 +85,12 @@ def test_speaker_focus_ranks_the_named_speakers_own_memories_first(
 
 
 def test_retrieval_options_are_validated() -> None:
-    s = parse_config({"retrieval": {"speaker_focus": 1.5, "topic_diversity": 0.25}})
-    assert (s.retrieve.speaker_focus, s.retrieve.topic_diversity) == (1.5, 0.25)
-    with pytest.raises(ConfigError, match=r"retrieval\.topic_diversity"):
-        parse_config({"retrieval": {"topic_diversity": -1}})
+    s = parse_config({"retrieval": {"speaker_focus": 1.5, "keep_first": 4}})
+    assert (s.retrieve.speaker_focus, s.retrieve.keep_first) == (1.5, 4)
+    with pytest.raises(ConfigError, match=r"retrieval\.speaker_focus"):
+        parse_config({"retrieval": {"speaker_focus": -1}})
+    with pytest.raises(ConfigError, match=r"retrieval\.context_text"):
+        parse_config({"retrieval": {"context_text": "keywords"}})
 
 
 def test_answer_cover_counts_content_words_only() -> None:

@@ -217,7 +217,6 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         text_weight=rv.get_float("text_weight", 1.0, 0.0, 100.0),
         topics=rv.get_int("topics", 2, 0, 100),
         speaker_focus=rv.get_float("speaker_focus", d.speaker_focus, 0.0, 100.0),
-        topic_diversity=rv.get_float("topic_diversity", d.topic_diversity, 0.0, 100.0),
         keep_first=rv.get_int("keep_first", d.keep_first, 0, 10_000),
         context_text=rv.get_choice("context_text", d.context_text, CONTEXT_TEXTS),  # type: ignore[arg-type]
         sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),

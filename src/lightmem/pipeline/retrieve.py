@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lightmem.embed.base import Embedder
-from lightmem.pipeline.expand import diversify, named_speakers, without_possessive
+from lightmem.pipeline.expand import named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
@@ -41,12 +41,10 @@ class RetrieveParams:
     text_weight: float = 1.0
     topics: int = 2
     topic_bonus: float = 0.5
-    #: weight of the ranking among a named speaker's own memories (0: off), and the
-    #: penalty for each further memory of an already chosen topic (0: off); see
-    #: :mod:`lightmem.pipeline.expand`.
+    #: weight of the ranking among a named speaker's own memories (0: off; see
+    #: :mod:`lightmem.pipeline.expand`), and how many of the best plain hits keep their
+    #: place ahead of that re-ranking.
     speaker_focus: float = 0.0
-    topic_diversity: float = 0.0
-    #: how many of the best plain hits keep their place ahead of both re-rankings
     keep_first: int = 0
     #: what a memory shows in the context: its stored (pre-compressed) text, or the
     #: sentences of its original text most about the query, up to ``sentence_words`` words
@@ -125,15 +123,11 @@ class Retriever:
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         qv = self._embedder.embed([query], op="retrieve")[0] if p.mode != "context" else None
         fused = self._fused(query, scope, f, p, p.mode, qv)
-        if not fused or (p.speaker_focus <= 0 and p.topic_diversity <= 0):
+        if not fused or p.speaker_focus <= 0 or f.speaker is not None:
             return self._pack(fused, p, query)
         entries = self._store.get_entries([i for i, _ in fused])
         head = fused[: p.keep_first]
-        if p.speaker_focus > 0 and f.speaker is None:
-            fused = self._speaker_focus(query, scope, f, p, qv, fused, entries)
-        if p.topic_diversity > 0:
-            topic_of = {i: e.topic_id for i, e in entries.items() if e.topic_id}
-            fused = diversify(fused, topic_of, p.topic_diversity)
+        fused = self._speaker_focus(query, scope, f, p, qv, fused, entries)
         kept = {i for i, _ in head}
         return self._pack(head + [h for h in fused if h[0] not in kept], p, query, entries)
 
