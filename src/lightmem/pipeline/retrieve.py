@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -105,6 +105,8 @@ def _escape(text: str) -> str:
 # Searched unless the caller names kinds: facts and events. Topic summaries are reached
 # through hierarchical mode or an explicit kind filter.
 _SEARCHED: tuple[EntryKind, ...] = ("entry", "event")
+#: Candidates whose speakers are matched against the names in a query.
+_PROBE = 50
 
 
 class Retriever:
@@ -125,11 +127,10 @@ class Retriever:
         fused = self._fused(query, scope, f, p, p.mode, qv)
         if not fused or p.speaker_focus <= 0 or f.speaker is not None:
             return self._pack(fused, p, query)
-        entries = self._store.get_entries([i for i, _ in fused])
         head = fused[: p.keep_first]
-        fused = self._speaker_focus(query, scope, f, p, qv, fused, entries)
+        fused = self._speaker_focus(query, scope, f, p, qv, fused)
         kept = {i for i, _ in head}
-        return self._pack(head + [h for h in fused if h[0] not in kept], p, query, entries)
+        return self._pack(head + [h for h in fused if h[0] not in kept], p, query)
 
     def _speaker_focus(
         self,
@@ -139,11 +140,13 @@ class Retriever:
         p: RetrieveParams,
         qv: Vector | None,
         fused: list[ScoredId],
-        entries: dict[str, MemoryEntry],
     ) -> list[ScoredId]:
         """Fuse in the ranking among each named speaker's own memories (none when the
-        query names every speaker of the candidates: that would rank nothing apart)."""
-        ranked = [entries[i] for i, _ in fused if i in entries]
+        query names every speaker of the best candidates: that would rank nothing apart).
+        Speakers are looked for among the best :data:`_PROBE` candidates only."""
+        probe = fused[:_PROBE]
+        entries = self._store.get_entries([i for i, _ in probe])
+        ranked = [entries[i] for i, _ in probe if i in entries]
         names = named_speakers(query, ranked)
         if not names or len(names) >= len({e.speaker for e in ranked}):
             return fused
@@ -154,9 +157,7 @@ class Retriever:
         for name in names:
             only = replace(f, speaker=name)
             lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
-        out = rrf(lists, p.rrf_k)
-        entries.update(self._store.get_entries([i for i, _ in out if i not in entries]))
-        return out
+        return rrf(lists, p.rrf_k)
 
     def _fused(
         self,
@@ -211,10 +212,8 @@ class Retriever:
         ranked: list[ScoredId],
         p: RetrieveParams,
         query: str,
-        fetched: Mapping[str, MemoryEntry] | None = None,
     ) -> list[RetrievalResult]:
-        """Memories in rank order while they fit the budget (``fetched``: entries the
-        caller already has, by id), each as it is shown for ``query``."""
+        """Memories in rank order while they fit the budget, each as shown for ``query``."""
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
         headers: set[str] = set()
@@ -223,10 +222,7 @@ class Retriever:
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
             part = ranked[start : start + chunk]
-            if fetched is not None and all(i in fetched for i, _ in part):
-                entries: Mapping[str, MemoryEntry] = fetched
-            else:
-                entries = self._store.get_entries([i for i, _ in part])
+            entries = self._store.get_entries([i for i, _ in part])
             for eid, score in part:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
