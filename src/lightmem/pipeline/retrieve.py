@@ -43,9 +43,10 @@ class RetrieveParams:
     topic_bonus: float = 0.5
     #: weight of the ranking among a named speaker's own memories (0: off; see
     #: :mod:`lightmem.pipeline.expand`), and how many of the best plain hits keep their
-    #: place ahead of that re-ranking.
-    speaker_focus: float = 0.0
-    keep_first: int = 0
+    #: place ahead of that re-ranking (so a default ``limit`` of 10 is unchanged; a budget
+    #: that holds more is filled with the focused ranking).
+    speaker_focus: float = 1.0
+    keep_first: int = 10
     #: what a memory shows in the context: its stored (pre-compressed) text, or the
     #: sentences of its original text most about the query, up to ``sentence_words`` words
     #: (see :mod:`lightmem.pipeline.extractive`).
