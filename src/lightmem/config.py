@@ -20,7 +20,7 @@ from lightmem.pipeline.compress import (
     LLMLingua2Compressor,
     NoCompressor,
 )
-from lightmem.pipeline.retrieve import RetrieveParams
+from lightmem.pipeline.retrieve import CONTEXT_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
 from lightmem.store.base import MemoryStore
 
@@ -206,7 +206,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
             f"retrieve_strategy: {strategy!r} needs index_strategy covering "
             f"{' and '.join(sorted(needs))}, but index_strategy is {s['index_strategy']!r}"
         )
-    rv = root.section("retrieval")
+    rv, d = root.section("retrieval"), RetrieveParams()
     s["retrieve"] = RetrieveParams(
         mode=strategy,  # type: ignore[arg-type]
         limit=rv.get_int("limit", 10, 1, 10_000),
@@ -216,6 +216,10 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         dense_weight=rv.get_float("dense_weight", 1.0, 0.0, 100.0),
         text_weight=rv.get_float("text_weight", 1.0, 0.0, 100.0),
         topics=rv.get_int("topics", 2, 0, 100),
+        speaker_focus=rv.get_float("speaker_focus", d.speaker_focus, 0.0, 100.0),
+        keep_first=rv.get_int("keep_first", d.keep_first, 0, 10_000),
+        context_text=rv.get_choice("context_text", d.context_text, CONTEXT_TEXTS),  # type: ignore[arg-type]
+        sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),
     )
     rv.done()
     cr = root.section("context_retriever")

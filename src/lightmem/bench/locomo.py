@@ -13,17 +13,19 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lightmem.bench import qa_prompts
+from lightmem.bench.locomo_report import answer_cover, by_conversation, mean_cover, run_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
 from lightmem.memory import LightMemory
 from lightmem.store.postgres import PostgresStore
 from lightmem.text import estimate_tokens
+from lightmem.types import RetrievalResult
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_(\d+)")
@@ -100,6 +102,7 @@ def run(
     raw_tokens = 0
     latencies: list[float] = []
     usage: dict[tuple[str, str], dict[str, Any]] = {}
+    run_cfg: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lightmem-bench-") as tmp:
         for sample in data:
             sid = str(sample.get("sample_id", len(questions)))
@@ -110,6 +113,16 @@ def run(
             convo = _first_turns(sessions(sample), limit_turns)
             ingested = {m["id"] for msgs in convo for m in msgs}
             with LightMemory.from_config(cfg) as mem:
+                run_cfg = run_cfg or run_config(
+                    path,
+                    config=config,
+                    settings=mem.settings,
+                    embedder=mem.embedder.name,
+                    budget_tokens=budget_tokens,
+                    limit=limit,
+                    samples=samples,
+                    limit_turns=limit_turns,
+                )
                 t0 = time.perf_counter()
                 for msgs in convo:
                     mem.add_memory(msgs, force_segment=True)
@@ -117,49 +130,16 @@ def run(
                     raw_tokens += sum((count_tokens or estimate_tokens)(m["content"]) for m in msgs)
                 mem.flush()
                 ingest_s += time.perf_counter() - t0
-                for qa in sample.get("qa", []):
-                    if qa.get("category") not in (1, 2, 3, 4):
-                        continue
-                    ev = evidence_ids(qa.get("evidence", []))
-                    if not ev or not ev <= ingested:
-                        continue
+                for qa, ev in scored_questions(sample, ingested):
                     t1 = time.perf_counter()
                     results = mem.retrieve(
                         str(qa["question"]), limit=limit, budget_tokens=budget_tokens
                     )
                     latencies.append(time.perf_counter() - t1)
-                    # A topic summary lists its whole segment as sources but holds only
-                    # keywords, so only entries count as retrieving a turn's content.
-                    got = {
-                        s
-                        for r in results
-                        for e in (r.entry, *r.related)
-                        if e.kind == "entry"
-                        for s in e.source_ids
-                    }
-                    questions.append(
-                        {
-                            "sample_id": sid,
-                            "question": qa["question"],
-                            "category": qa["category"],
-                            "evidence": sorted(ev),
-                            "answer": qa.get("answer"),
-                            "retrieved": [
-                                {
-                                    "text": r.text,
-                                    "kind": r.entry.kind,
-                                    "source_ids": list(r.source_ids),
-                                    "score": r.score,
-                                }
-                                for r in results
-                            ],
-                            "tokens": sum(r.tokens for r in results),
-                            "all_evidence": ev <= got,
-                            "any_evidence": bool(ev & got),
-                        }
-                    )
+                    context = mem.format_context(results)
+                    questions.append(score(sid, qa, ev, results, context))
                     if qa_client is not None:
-                        questions[-1].update(_qa(qa_client, qa, mem.format_context(results)))
+                        questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
                     agg = usage.setdefault((rec["kind"], rec["op"]), dict.fromkeys(_USAGE, 0))
                     for k in _USAGE:
@@ -174,6 +154,8 @@ def run(
             for k in _USAGE:
                 agg[k] += getattr(r, k)
     summary = summarize(questions, ingest_s, turns, latencies, budget_tokens)
+    summary["by_conversation"] = by_conversation(questions)
+    summary["config"] = run_cfg
     summary["usage"] = [{"kind": k, "op": o, **v} for (k, o), v in sorted(usage.items())]
     llm_extract = usage.get(("llm", "extract"))
     if llm_extract:
@@ -189,6 +171,54 @@ def run(
             )
         summary["qa_model"] = qa_client.name
     return {"summary": summary, "questions": questions}
+
+
+def scored_questions(
+    sample: Mapping[str, Any], ingested: set[str]
+) -> Iterator[tuple[Mapping[str, Any], set[str]]]:
+    """The questions of categories 1-4 whose evidence (parsed) was all ingested."""
+    for qa in sample.get("qa", []):
+        if qa.get("category") not in (1, 2, 3, 4):
+            continue
+        ev = evidence_ids(qa.get("evidence", []))
+        if ev and ev <= ingested:
+            yield qa, ev
+
+
+def score(
+    sid: str,
+    qa: Mapping[str, Any],
+    ev: set[str],
+    results: Sequence[RetrievalResult],
+    context: str,
+) -> dict[str, Any]:
+    """One question's row: what was retrieved, whether it holds the evidence turns, and
+    the answer-word cover of the formatted ``context``."""
+    # A topic summary lists its whole segment as sources but holds only keywords, so
+    # only entries count as retrieving a turn's content.
+    got = {
+        s for r in results for e in (r.entry, *r.related) if e.kind == "entry" for s in e.source_ids
+    }
+    return {
+        "sample_id": sid,
+        "question": qa["question"],
+        "category": qa["category"],
+        "evidence": sorted(ev),
+        "answer": qa.get("answer"),
+        "retrieved": [
+            {
+                "text": r.text,
+                "kind": r.entry.kind,
+                "source_ids": list(r.source_ids),
+                "score": r.score,
+            }
+            for r in results
+        ],
+        "tokens": sum(r.tokens for r in results),
+        "all_evidence": ev <= got,
+        "any_evidence": bool(ev & got),
+        "answer_cover": answer_cover(qa.get("answer", ""), context),
+    }
 
 
 _USAGE = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
@@ -270,13 +300,18 @@ def summarize(
     by_cat = {}
     for cat in (1, 2, 3, 4):
         qs = [q for q in questions if q["category"] == cat]
-        by_cat[str(cat)] = {"n": len(qs), "all_evidence_recall": rate("all_evidence", qs)}
+        by_cat[str(cat)] = {
+            "n": len(qs),
+            "all_evidence_recall": rate("all_evidence", qs),
+            "answer_word_cover": mean_cover(qs),
+        }
     lat = sorted(latencies)
     return {
         "questions": len(questions),
         "budget_tokens": budget_tokens,
         "all_evidence_recall": rate("all_evidence", questions),
         "any_evidence_recall": rate("any_evidence", questions),
+        "answer_word_cover": mean_cover(questions),
         "mean_retrieved_tokens": round(statistics.fmean(q["tokens"] for q in questions), 1)
         if questions
         else 0.0,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from lightmem.embed.base import Embedder
+from lightmem.pipeline.expand import named_speakers, without_possessive
+from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
-from lightmem.store.base import MemoryStore, ScoredId
+from lightmem.store.base import MemoryStore, ScoredId, Vector
+from lightmem.store.text_index import Stemmer
 from lightmem.text import content_terms, estimate_tokens
 from lightmem.timeparse import format_date
 from lightmem.types import (
@@ -18,6 +22,9 @@ from lightmem.types import (
     RetrieveMode,
     Scope,
 )
+
+ContextText = Literal["stored", "sentences"]
+CONTEXT_TEXTS: tuple[ContextText, ...] = ("stored", "sentences")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,17 @@ class RetrieveParams:
     text_weight: float = 1.0
     topics: int = 2
     topic_bonus: float = 0.5
+    #: weight of the ranking among a named speaker's own memories (0: off; see
+    #: :mod:`lightmem.pipeline.expand`), and how many of the best plain hits keep their
+    #: place ahead of that re-ranking (so a default ``limit`` of 10 is unchanged; a budget
+    #: that holds more is filled with the focused ranking).
+    speaker_focus: float = 1.0
+    keep_first: int = 10
+    #: what a memory shows in the context: its stored (pre-compressed) text, or the
+    #: sentences of its original text most about the query, up to ``sentence_words`` words
+    #: (see :mod:`lightmem.pipeline.extractive`).
+    context_text: ContextText = "stored"
+    sentence_words: int = 30
 
 
 def format_line(entry: MemoryEntry) -> str:
@@ -88,6 +106,8 @@ def _escape(text: str) -> str:
 # Searched unless the caller names kinds: facts and events. Topic summaries are reached
 # through hierarchical mode or an explicit kind filter.
 _SEARCHED: tuple[EntryKind, ...] = ("entry", "event")
+#: Candidates whose speakers are matched against the names in a query.
+_PROBE = 50
 
 
 class Retriever:
@@ -96,6 +116,7 @@ class Retriever:
     def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
         self._store = store
         self._embedder = embedder
+        self._stemmer = Stemmer()
 
     def retrieve(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
@@ -103,18 +124,62 @@ class Retriever:
         if p.mode == "hierarchical":
             return self._hierarchical(query, scope, filters, p)
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
-        fused = self._fused(query, scope, f, p, p.mode)
-        return self._pack(fused, p)
+        qv = self._embedder.embed([query], op="retrieve")[0] if p.mode != "context" else None
+        fused = self._fused(query, scope, f, p, p.mode, qv)
+        if not fused or p.speaker_focus <= 0 or f.speaker is not None:
+            return self._pack(fused, p, query)
+        head = fused[: p.keep_first]
+        fused = self._speaker_focus(query, scope, f, p, qv, fused)
+        kept = {i for i, _ in head}
+        return self._pack(head + [h for h in fused if h[0] not in kept], p, query)
+
+    def _speaker_focus(
+        self,
+        query: str,
+        scope: Scope,
+        f: Filters,
+        p: RetrieveParams,
+        qv: Vector | None,
+        fused: list[ScoredId],
+    ) -> list[ScoredId]:
+        """Fuse in the ranking among each named speaker's own memories (none when the
+        query names every speaker of the best candidates: that would rank nothing apart).
+        Speakers are looked for among the best :data:`_PROBE` candidates only."""
+        probe = fused[:_PROBE]
+        entries = self._store.get_entries([i for i, _ in probe])
+        ranked = [entries[i] for i, _ in probe if i in entries]
+        names = named_speakers(query, ranked)
+        if not names or len(names) >= len({e.speaker for e in ranked}):
+            return fused
+        lists: list[tuple[float, Sequence[ScoredId]]] = [(1.0, fused)]
+        # Among a speaker's own memories their name only matches where they say it.
+        named = {w for n in names for w in content_terms(n)}
+        terms = [t for t in content_terms(query) if without_possessive(t) not in named]
+        for name in names:
+            only = replace(f, speaker=name)
+            lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
+        return rrf(lists, p.rrf_k)
 
     def _fused(
-        self, query: str, scope: Scope, f: Filters, p: RetrieveParams, mode: str
+        self,
+        query: str,
+        scope: Scope,
+        f: Filters,
+        p: RetrieveParams,
+        mode: str,
+        qv: Vector | None = None,
+        terms: Sequence[str] | None = None,
     ) -> list[ScoredId]:
+        """Dense and BM25 rankings of ``query`` fused (``qv``: its vector if already
+        computed; ``terms``: BM25 terms instead of the query's content words)."""
         lists: list[tuple[float, list[ScoredId]]] = []
         if mode in ("embedding", "hybrid"):
-            qv = self._embedder.embed([query], op="retrieve")[0]
+            if qv is None:
+                qv = self._embedder.embed([query], op="retrieve")[0]
             lists.append((p.dense_weight, self._store.vector_search(qv, scope, f, p.candidates)))
         if mode in ("context", "hybrid"):
-            hits = self._store.text_search(content_terms(query), scope, f, p.candidates)
+            words = content_terms(query) if terms is None else terms
+            hits = self._store.text_search(words, scope, f, p.candidates)
             lists.append((p.text_weight, hits))
         if len(lists) == 1:
             return lists[0][1]
@@ -141,10 +206,17 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        return self._pack(top + hits, p)
+        return self._pack(top + hits, p, query)
 
-    def _pack(self, ranked: list[ScoredId], p: RetrieveParams) -> list[RetrievalResult]:
+    def _pack(
+        self,
+        ranked: list[ScoredId],
+        p: RetrieveParams,
+        query: str,
+    ) -> list[RetrievalResult]:
+        """Memories in rank order while they fit the budget, each as shown for ``query``."""
         out: list[RetrievalResult] = []
+        shown = self._shown(query, p)
         headers: set[str] = set()
         used = 0
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
@@ -156,6 +228,7 @@ class Retriever:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
                     continue
+                e = shown(e)
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
@@ -175,6 +248,21 @@ class Retriever:
                 if len(out) >= p.limit:
                     return out
         return out
+
+    def _shown(self, query: str, p: RetrieveParams) -> Callable[[MemoryEntry], MemoryEntry]:
+        """How an entry appears in the context (and is counted against the budget)."""
+        if p.context_text == "stored":
+            return lambda e: e
+        stems = set(self._stemmer.tokens(" ".join(content_terms(query))))
+        words = p.sentence_words
+
+        def sentences(e: MemoryEntry) -> MemoryEntry:
+            if e.kind != "entry" or not e.original_text:
+                return e
+            text = select_sentences(e.original_text, stems, words, self._stemmer.tokens)
+            return replace(e, text=text)
+
+        return sentences
 
 
 def rrf(lists: Sequence[tuple[float, Sequence[ScoredId]]], k: int) -> list[ScoredId]:
