@@ -406,7 +406,8 @@ class LightMemory:
 
         ``retrieval_scope="historical"`` lets each window's summary see the previous one's.
         Summaries are stored as ``kind="summary"`` entries and ranked first by hierarchical
-        retrieval; summarising the same window again updates its summary in place.
+        retrieval; summarising the same window again updates its summary in place. Each
+        exact scope (user, agent, run) under the given one gets its own summaries.
         """
         window = validate.time_window(time_window)
         if retrieval_scope not in ("global", "historical"):
