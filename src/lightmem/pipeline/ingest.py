@@ -100,9 +100,8 @@ class Ingestor:
             if force_extract:  # the turns stay buffered (next flush): searchable meanwhile
                 self._ensure_provisional(scope)
             raise
+        # After a forced add, what is left is being extracted by another writer: no bridge.
         left = self._buffered(scope)
-        if force_extract and left:  # another writer holds some of them: bridge those
-            written = self._ensure_provisional(scope)[0]
         live = set(replaced_by_extraction(scope, left))
         kept = tuple(i for i in written if i in live)
         return IngestResult(added, len(left), n_seg, created, kept)
