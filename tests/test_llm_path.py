@@ -119,8 +119,9 @@ def test_endpoint_down_loses_nothing_and_recovers(stub: OpenAIStubServer, store_
         with pytest.raises(BackendError, match="failed 3 times"):
             mem.add_memory({"id": "a", "content": "I love jazz."}, force_extract=True)
         stats = mem.stats()
-        assert stats["messages"] == 1 and stats["entries"] == 0
+        assert stats["messages"] == 1 and stats["entries"] == 1  # its provisional entry
         assert stats["messages_segmented"] == 1  # still buffered, persisted
+        assert mem.retrieve("jazz")[0].entry.metadata["extractor"] == "provisional"
     with LightMemory.from_config(_config(stub, store_path)) as mem:  # a new process, later
         assert len(mem.flush().entries_created) == 2  # the fact and its topic summary
         assert mem.stats()["messages_segmented"] == 0

@@ -11,7 +11,7 @@ from lightmem.errors import (
 )
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm import ChatReply, LLMClient, OpenAIChatClient, TransientLLMError
-from lightmem.memory import LightMemory
+from lightmem.memory import AsyncLightMemory, LightMemory
 from lightmem.pipeline.compress import EntropyCompressor, LLMLingua2Compressor, NoCompressor
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.update import UpdateReport
@@ -30,6 +30,7 @@ from lightmem.types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncLightMemory",
     "BackendError",
     "ChatReply",
     "ConfigError",

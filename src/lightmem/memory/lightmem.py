@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from lightmem import validate
 from lightmem.config import (
@@ -22,12 +21,15 @@ from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
-from lightmem.memory.params import ROLES, retrieve_params, scorer
+from lightmem.memory import build
+from lightmem.memory.params import retrieve_params, scorer
+from lightmem.memory.scoping import check_editable, read_scope, serialised
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
-from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.extract import MemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
-from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
+from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import normalize_messages
+from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.retrieve import Retriever, format_context
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
@@ -48,9 +50,9 @@ from lightmem.pipeline.update import (
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
+from lightmem.store.provisional import is_provisional
 from lightmem.store.purge import PurgeReport
 from lightmem.types import (
-    Filters,
     HistoryEvent,
     MemoryEntry,
     Message,
@@ -58,27 +60,15 @@ from lightmem.types import (
     Scope,
 )
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _serialised(
-    method: Callable[Concatenate[LightMemory, P], R],
-) -> Callable[Concatenate[LightMemory, P], R]:
-    def wrapper(self: LightMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self._write_lock:
-            return method(self, *args, **kwargs)
-
-    functools.update_wrapper(wrapper, method)
-    return wrapper
-
 
 class LightMemory:
     """Long-term memory for an agent: add conversations, retrieve what matters.
 
     Backends are instances: pass a store, an embedder and optionally a compressor, memory
     manager and updater, or build them all from a config dict with :meth:`from_config`.
-    Every method takes an optional ``user_id`` / ``agent_id`` / ``run_id`` scope.
+    Every method takes an optional ``user_id`` / ``agent_id`` / ``run_id`` scope (what a
+    read without ``user_id`` means: :mod:`lightmem.memory.scoping`). Added turns are
+    searchable at once (:mod:`lightmem.pipeline.provisional`).
     """
 
     def __init__(
@@ -97,31 +87,13 @@ class LightMemory:
         self.embedder = embedder
         self.ledger: Ledger = embedder.ledger
         self.compressor = compressor or EntropyCompressor(s.compress_rate)
-        self.memory_manager = memory_manager or OfflineMemoryManager(
-            scorer(self.compressor, s),
-            compressed_text=s.text_summary,
-            roles=ROLES.get(s.messages_use),
-            context_window=s.context_window,
-        )
+        self.memory_manager = memory_manager or build.offline_manager(self.compressor, s)
         self.updater = updater or OfflineUpdater()
         store.bind_embedder(embedder.name, embedder.dim)
-        self._ingestor = Ingestor(
-            store,
-            embedder,
-            self.compressor,
-            self.memory_manager,
-            IngestOptions(
-                topic_segment=s.topic_segment,
-                precomp_topic_shared=s.precomp_topic_shared,
-                segmenter=s.segmenter,
-                sensory_buffer_tokens=s.sensory_buffer_tokens,
-                short_term_tokens=s.short_term_tokens,
-            ),
-        )
+        self._ingestor = build.ingestor(store, embedder, self.compressor, self.memory_manager, s)
         self._retriever = Retriever(store, embedder)
-        # Writers share one pipeline state (the buffers): one at a time per instance.
-        # Retrieval does not take it.
-        self._write_lock = threading.RLock()
+        #: Held by writers (they share the pipeline's buffers); retrieval does not take it.
+        self.write_lock = threading.RLock()
 
     @classmethod
     def from_config(
@@ -164,7 +136,7 @@ class LightMemory:
             raise
 
     # -- ingestion ------------------------------------------------------------------------
-    @_serialised
+    @serialised
     def add_memory(
         self,
         messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
@@ -189,7 +161,7 @@ class LightMemory:
         self._save_usage()
         return result
 
-    @_serialised
+    @serialised
     def flush(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> IngestResult:
@@ -217,19 +189,21 @@ class LightMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> list[RetrievalResult]:
         """Most relevant memories for ``query``, best first, within ``limit`` and the budget.
 
         ``mode``: "embedding", "context" (BM25), "hybrid" or "hierarchical" (topic
         summaries first); default from config. ``filters``: time_from, time_to, speaker,
-        topic_id, kind.
+        topic_id, kind. Without ``user_id`` on a store of several users, give
+        ``all_scopes=True`` to search them all.
         """
         q = validate.query(query)
-        scope = validate.scope(user_id, agent_id, run_id)
+        scope = read_scope(self.store, user_id, agent_id, run_id, all_scopes)
         params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens)
         return self._retriever.retrieve(q, scope, validate.filters(filters), params)
 
-    def retrieve_context(self, query: str, *, cite: bool = False, **kwargs: Any) -> str:
+    def retrieve_context(self, /, query: str, *, cite: bool = False, **kwargs: Any) -> str:
         """:meth:`retrieve`, formatted as prompt context (``cite``: add source ids)."""
         return format_context(self.retrieve(query, **kwargs), cite=cite)
 
@@ -246,6 +220,11 @@ class LightMemory:
     ) -> MemoryEntry:
         scope = validate.scope(user_id, agent_id, run_id)
         entry = self.store.get_entry(validate.entry_id(entry_id), scope)
+        if entry is None and is_provisional(entry_id):
+            raise NotFoundError(
+                f"id: no memory entry {entry_id!r} in this scope (a provisional entry: "
+                "once its turn is extracted the extracted entries replace it)"
+            )
         if entry is None:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
         return entry
@@ -259,21 +238,22 @@ class LightMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> list[MemoryEntry]:
-        """Entries in time order, paginated."""
-        scope = validate.scope(user_id, agent_id, run_id)
+        """Entries in time order, paginated (``all_scopes``: as in :meth:`retrieve`)."""
+        scope = read_scope(self.store, user_id, agent_id, run_id, all_scopes)
         validate.offset(offset)
         f = validate.filters(filters)
         return self.store.list_entries(
             scope, f, validate.positive_int("limit", limit, validate.MAX_LIST_LIMIT), offset
         )
 
-    def sources(self, entry_id: str, **scope_kw: str | None) -> list[Message]:
+    def sources(self, /, entry_id: str, **scope_kw: str | None) -> list[Message]:
         """The original messages an entry was extracted from."""
         entry = self.get(entry_id, **scope_kw)
         return self.store.get_messages(entry.scope, entry.source_ids)
 
-    @_serialised
+    @serialised
     def update(
         self,
         entry_id: str,
@@ -285,6 +265,7 @@ class LightMemory:
     ) -> MemoryEntry:
         """Replace an entry's text (re-embedded and re-indexed; the old version is kept)."""
         entry = self.get(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
+        check_editable(entry.id)
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("text: expected a non-empty string")
         check_text(text, "text")
@@ -294,7 +275,7 @@ class LightMemory:
         self._save_usage()
         return out
 
-    @_serialised
+    @serialised
     def delete(
         self,
         entry_id: str,
@@ -305,9 +286,10 @@ class LightMemory:
     ) -> MemoryEntry:
         """Delete an entry; it stays in the history and can be restored."""
         scope = validate.scope(user_id, agent_id, run_id)
+        check_editable(validate.entry_id(entry_id))
         return self.store.delete_entry(validate.entry_id(entry_id), scope, "manual delete")
 
-    @_serialised
+    @serialised
     def purge(
         self,
         entry_id: str | None = None,
@@ -334,11 +316,14 @@ class LightMemory:
     ) -> list[HistoryEvent]:
         scope = validate.scope(user_id, agent_id, run_id)
         events = self.store.history(validate.entry_id(entry_id), scope)
+        if not events and is_provisional(entry_id):
+            self.get(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
+            return []  # a provisional entry: never changed, so no history
         if not events:
             raise NotFoundError(f"id: no memory entry {entry_id!r} in this scope")
         return events
 
-    @_serialised
+    @serialised
     def restore(
         self,
         entry_id: str,
@@ -349,6 +334,7 @@ class LightMemory:
         run_id: str | None = None,
     ) -> MemoryEntry:
         """Bring back a version (default: the last one) of an updated or deleted entry."""
+        check_editable(validate.entry_id(entry_id))
         events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
         snaps = [e.after for e in events if e.after is not None]
         if version is not None:
@@ -363,7 +349,7 @@ class LightMemory:
         return out
 
     # -- offline update ---------------------------------------------------------------------
-    @_serialised
+    @serialised
     def construct_update_queue_all_entries(
         self,
         top_k: int = 20,
@@ -377,12 +363,12 @@ class LightMemory:
         validate.positive_int("top_k", top_k, MAX_TOP_K)
         validate.positive_int("keep_top_n", keep_top_n, MAX_KEEP_TOP_N)
         scope = validate.scope(user_id, agent_id, run_id)
-        ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
+        ids, matrix, groups = extracted_vectors(self.store, scope)
         queue = build_queue(ids, matrix, groups, top_k, keep_top_n)
         self.store.save_update_queue(queue)
         return len(queue)
 
-    @_serialised
+    @serialised
     def offline_update_all_entries(
         self,
         score_threshold: float = 0.8,
@@ -402,11 +388,11 @@ class LightMemory:
         return report
 
     def _online_update(self, new_ids: Sequence[str], scope: Scope) -> None:
-        ids, matrix, groups = self.store.vectors(scope, Filters(kinds=("entry",)))
+        ids, matrix, groups = extracted_vectors(self.store, scope)
         self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
         run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
 
-    @_serialised
+    @serialised
     def summarize(
         self,
         time_window: object = "7d",
@@ -420,7 +406,8 @@ class LightMemory:
 
         ``retrieval_scope="historical"`` lets each window's summary see the previous one's.
         Summaries are stored as ``kind="summary"`` entries and ranked first by hierarchical
-        retrieval; summarising the same window again updates its summary in place.
+        retrieval; summarising the same window again updates its summary in place. Each
+        exact scope (user, agent, run) under the given one gets its own summaries.
         """
         window = validate.time_window(time_window)
         if retrieval_scope not in ("global", "historical"):

@@ -9,12 +9,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightmem.embed.base import Embedder
+from lightmem.errors import LightMemError
 from lightmem.pipeline.compress import Compressor
 from lightmem.pipeline.extract import MemoryManager, Segment
+from lightmem.pipeline.provisional import (
+    ProvisionalEntries,
+    draft_vectors,
+    replaced_by_extraction,
+)
 from lightmem.pipeline.segment import SegmenterConfig, segment
 from lightmem.store.base import BufferedMessage, MemoryStore, Vector
 from lightmem.text import estimate_tokens
-from lightmem.types import MemoryEntry, Message, Scope
+from lightmem.types import Message, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +34,14 @@ class IngestOptions:
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """What one ``add_memory`` call did."""
+    """What one ``add_memory`` call did. ``entries_provisional``: the provisional entries
+    this call wrote for turns still buffered (searchable now; extraction replaces them)."""
 
     messages_added: int
     messages_buffered: int
     segments_created: int
     entries_created: tuple[str, ...]
+    entries_provisional: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -41,6 +49,7 @@ class IngestResult:
             "messages_buffered": self.messages_buffered,
             "segments_created": self.segments_created,
             "entries_created": list(self.entries_created),
+            "entries_provisional": list(self.entries_provisional),
         }
 
 
@@ -48,7 +57,8 @@ class Ingestor:
     """Pre-compress -> persist -> segment (sensory buffer) -> extract (short-term buffer).
 
     Messages are written to the store before any model runs, so a failure later (or a
-    crash) loses nothing: buffered messages are picked up by the next flush.
+    crash) loses nothing: buffered messages are picked up by the next flush. Until then
+    they are searchable through provisional entries (``provisional``; None: not at all).
     """
 
     def __init__(
@@ -58,12 +68,14 @@ class Ingestor:
         compressor: Compressor,
         manager: MemoryManager,
         options: IngestOptions,
+        provisional: ProvisionalEntries | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._compressor = compressor
         self._manager = manager
         self._opt = options
+        self._provisional = provisional
 
     def add(
         self,
@@ -75,16 +87,36 @@ class Ingestor:
     ) -> IngestResult:
         items = [(m, self._compressor.compress(m.content)) for m in messages]
         added = self._store.add_messages(scope, items)  # a retried message counts 0
-        n_seg, memo = self._segment_all(scope, force=force_segment or force_extract)
-        created = self._extract_all(scope, force=force_extract, memo=memo)
-        pending = len(self._store.buffered(scope, "pending")) + len(
-            self._store.buffered(scope, "segmented")
-        )
-        return IngestResult(added, pending, n_seg, created)
+        written: tuple[str, ...] = ()
+        known: dict[int, Vector] = {}
+        if not force_extract:  # a forced add extracts its turns now: nothing to bridge
+            written, known = self._ensure_provisional(scope)
+        try:
+            n_seg, memo = self._segment_all(
+                scope, force=force_segment or force_extract, known=known
+            )
+            created = self._extract_all(scope, force=force_extract, memo=memo)
+        except LightMemError:
+            if force_extract:  # the turns stay buffered (next flush): searchable meanwhile
+                self._ensure_provisional(scope)
+            raise
+        # After a forced add, what is left is being extracted by another writer: no bridge.
+        left = self._buffered(scope)
+        live = set(replaced_by_extraction(scope, left))
+        kept = tuple(i for i in written if i in live)
+        return IngestResult(added, len(left), n_seg, created, kept)
+
+    def _buffered(self, scope: Scope) -> list[BufferedMessage]:
+        return self._store.buffered(scope, "pending") + self._store.buffered(scope, "segmented")
+
+    def _ensure_provisional(self, scope: Scope) -> tuple[tuple[str, ...], dict[int, Vector]]:
+        if self._provisional is None:
+            return (), {}
+        return self._provisional.ensure(scope, self._buffered(scope))
 
     def flush(self, scope: Scope) -> IngestResult:
         """Segment and extract everything still buffered in ``scope``."""
-        n_seg, memo = self._segment_all(scope, force=True)
+        n_seg, memo = self._segment_all(scope, force=True, known={})
         created = self._extract_all(scope, force=True, memo=memo)
         return IngestResult(0, 0, n_seg, created)
 
@@ -94,10 +126,12 @@ class Ingestor:
     # own messages have moved on. Each refusal means another writer progressed, so the loop
     # ends; the bound only guards against a pathological pile-up (leftovers stay buffered
     # for the next flush).
-    def _segment_all(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector]]:
+    def _segment_all(
+        self, scope: Scope, *, force: bool, known: dict[int, Vector]
+    ) -> tuple[int, dict[int, Vector]]:
         n_seg, memo = 0, {}
         for _ in range(_MAX_RACES):
-            n, m, claimed = self._segment(scope, force=force)
+            n, m, claimed = self._segment(scope, force=force, known=known)
             n_seg += n
             memo.update(m)
             if not claimed:
@@ -115,16 +149,23 @@ class Ingestor:
                 break
         return created
 
-    def _segment(self, scope: Scope, *, force: bool) -> tuple[int, dict[int, Vector], bool]:
+    def _segment(
+        self, scope: Scope, *, force: bool, known: dict[int, Vector]
+    ) -> tuple[int, dict[int, Vector], bool]:
         """Segments made, their vectors by message seq, and whether another writer claimed
-        some of the messages first (nothing was changed then)."""
+        some of the messages first (nothing was changed then). ``known``: vectors of
+        ``Message.search_text`` already computed, by seq."""
         pending = self._store.buffered(scope, "pending")
         tokens = sum(estimate_tokens(b.message.content) for b in pending)
         if not pending or (not force and tokens < self._opt.sensory_buffer_tokens):
             return 0, {}, False
         shared = self._opt.precomp_topic_shared
-        texts = [b.compressed if shared else b.message.search_text for b in pending]
-        vectors = self._embedder.embed(texts, op="segment")
+        reuse = {} if shared else known
+        todo = [b for b in pending if b.seq not in reuse]
+        texts = [b.compressed if shared else b.message.search_text for b in todo]
+        fresh = zip([b.seq for b in todo], self._embedder.embed(texts, op="segment"), strict=True)
+        found = {**reuse, **dict(fresh)}
+        vectors = np.stack([found[b.seq] for b in pending])
         if self._opt.topic_segment:
             groups = segment(vectors, [b.message.timestamp for b in pending], self._opt.segmenter)
         else:
@@ -157,12 +198,10 @@ class Ingestor:
             for topic, msgs in by_topic.items()
         ]
         drafts = self._manager.extract(segments, _new_id)
-        need = [d.entry for d in drafts if d.vector is None]
-        fresh = iter(self._embedder.embed([e.search_text for e in need], op="extract"))
-        rows: list[tuple[MemoryEntry, Vector]] = [
-            (d.entry, d.vector if d.vector is not None else next(fresh)) for d in drafts
-        ]
-        if not self._store.commit_extraction(rows, [b.seq for b in buffered]):
+        vectors = draft_vectors(drafts, self._embedder, "extract")
+        rows = [(d.entry, v) for d, v in zip(drafts, vectors, strict=True)]
+        replaces = replaced_by_extraction(scope, buffered)
+        if not self._store.commit_extraction(rows, [b.seq for b in buffered], replaces):
             return (), True  # its entries stand; ours are dropped unwritten
         return tuple(e.id for e, _ in rows), False
 

@@ -107,19 +107,40 @@ def summarize_windows(
     ``global``: each window is summarised on its own. ``historical``: each window's summary
     also sees the previous window's, so summaries carry how things developed. Summarising a
     window again updates its summary (kept in the history) instead of adding another.
+    Summaries are per exact scope: a ``scope`` covering several users (or runs) gets one
+    set of summaries for each, stored in it, never one mixing them.
     """
-    entries = [
-        e
-        for e in store.list_entries(scope, Filters(kinds=("entry", "event")), max_entries, 0)
-        if e.timestamp is not None
-    ]
+    by_scope: dict[Scope, list[MemoryEntry]] = {}
+    for e in store.list_entries(scope, Filters(kinds=("entry", "event")), max_entries, 0):
+        if e.timestamp is not None:
+            by_scope.setdefault(e.scope, []).append(e)
+    created: list[str] = []
+    updated: list[str] = []
+    windows = 0
+    for own, entries in by_scope.items():
+        windows += _summarize_scope(
+            store, embedder, summarizer, own, entries, window, retrieval_scope, created, updated
+        )
+    return SummaryReport(windows, tuple(created), tuple(updated))
+
+
+def _summarize_scope(
+    store: MemoryStore,
+    embedder: Embedder,
+    summarizer: Summarizer,
+    scope: Scope,
+    entries: Sequence[MemoryEntry],
+    window: timedelta,
+    retrieval_scope: RetrievalScope,
+    created: list[str],
+    updated: list[str],
+) -> int:
+    """Summarise one exact scope's entries; returns its number of windows."""
     buckets: dict[int, list[MemoryEntry]] = {}
     width = window.total_seconds()
     for e in entries:
         assert e.timestamp is not None
         buckets.setdefault(int(e.timestamp.timestamp() // width), []).append(e)
-    created: list[str] = []
-    updated: list[str] = []
     previous = ""
     for key in sorted(buckets):
         members = buckets[key]
@@ -135,7 +156,7 @@ def summarize_windows(
         elif existing.text != entry.text or existing.source_ids != entry.source_ids:
             store.update_entry(replace(entry, created_at=existing.created_at), vec, "re-summarised")
             updated.append(entry.id)
-    return SummaryReport(len(buckets), tuple(created), tuple(updated))
+    return len(buckets)
 
 
 _FIRST = datetime.min.replace(tzinfo=UTC)

@@ -55,9 +55,18 @@ def retrieve(
     mode: str | None = None,
     budget_tokens: int | None = None,
     scope: Mapping[str, Any] | None = None,
+    all_scopes: bool = False,
 ) -> dict[str, Any]:
+    """``all_scopes``: search every user of a store holding several (see
+    :mod:`lightmem.memory.scoping`); otherwise such a store needs ``scope.user_id``."""
     results = t.memory.retrieve(
-        query, limit, filters, mode=mode, budget_tokens=budget_tokens, **_scope(scope)
+        query,
+        limit,
+        filters,
+        mode=mode,
+        budget_tokens=budget_tokens,
+        all_scopes=all_scopes,
+        **_scope(scope),
     )
     return {
         "results": [r.to_dict() for r in results],
@@ -88,8 +97,11 @@ def list_memories(
     limit: int = 50,
     offset: int = 0,
     scope: Mapping[str, Any] | None = None,
+    all_scopes: bool = False,
 ) -> dict[str, Any]:
-    items = t.memory.list_entries(filters, limit=limit + 1, offset=offset, **_scope(scope))
+    items = t.memory.list_entries(
+        filters, limit=limit + 1, offset=offset, all_scopes=all_scopes, **_scope(scope)
+    )
     page = items[:limit]
     return {
         "items": [e.to_dict() for e in page],

@@ -43,10 +43,24 @@ class EntryStore(Protocol):
     """Memory entries with their versioned, restorable history."""
 
     def commit_extraction(
-        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+        self,
+        entries: Sequence[tuple[MemoryEntry, Vector]],
+        message_seqs: Sequence[int],
+        replaces: Sequence[str] = (),
     ) -> bool:
-        """Store entries and mark their messages extracted, atomically; False (and no
-        change) if another writer extracted any of those messages first."""
+        """Store entries, mark their messages extracted and remove the ``replaces`` entries
+        (the messages' provisional ones), atomically; False (and no change) if another
+        writer extracted any of those messages first."""
+
+    def commit_provisional(
+        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+    ) -> tuple[str, ...]:
+        """Store provisional entries (see :mod:`lightmem.store.provisional`), one per
+        message of ``message_seqs`` (aligned), skipping messages extracted meanwhile and
+        entries already stored; returns the ids written."""
+
+    def user_ids(self, limit: int) -> list[str]:
+        """Up to ``limit`` distinct user ids holding entries ('' for none), in order."""
 
     def import_entries(
         self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"

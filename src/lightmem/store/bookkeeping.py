@@ -9,6 +9,7 @@ from typing import Protocol
 
 from lightmem.ledger import UsageRecord
 from lightmem.store.db import Database, Session
+from lightmem.store.provisional import PREFIX
 from lightmem.store.sql import counts_dict, dumps, json_value, scope_sql
 from lightmem.store.values import ScoredId
 from lightmem.types import Scope
@@ -101,7 +102,8 @@ class SQLBookkeeping:
             problems = self._checks.integrity(s)
             orphan = s.one(
                 "SELECT count(*) FROM entries e WHERE NOT EXISTS "
-                "(SELECT 1 FROM history h WHERE h.entry_id = e.id)"
+                "(SELECT 1 FROM history h WHERE h.entry_id = e.id) AND e.id NOT LIKE ?",
+                (PREFIX + "%",),  # provisional entries have no history
             )[0]
         if orphan:
             problems.append(f"{orphan} entries without history")

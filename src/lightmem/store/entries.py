@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
+from lightmem.store import provisional, scopes
 from lightmem.store.bookkeeping import SQLBookkeeping
 from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
@@ -260,7 +261,10 @@ class SQLStore(SQLBookkeeping):
 
     # -- entries ----------------------------------------------------------------------------
     def commit_extraction(
-        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+        self,
+        entries: Sequence[tuple[MemoryEntry, Vector]],
+        message_seqs: Sequence[int],
+        replaces: Sequence[str] = (),
     ) -> bool:
         try:
             with self.db.transaction() as s:
@@ -273,6 +277,8 @@ class SQLStore(SQLBookkeeping):
                     )
                     if done != len(set(message_seqs)):
                         raise Claimed()
+                for eid in provisional.stored_ids(s, replaces):
+                    self._remove(s, eid)
                 for entry, vec in entries:
                     self._write(s, entry, vec)
                 s.many(
@@ -282,6 +288,22 @@ class SQLStore(SQLBookkeeping):
         except Claimed:
             return False
         return True
+
+    def commit_provisional(
+        self, entries: Sequence[tuple[MemoryEntry, Vector]], message_seqs: Sequence[int]
+    ) -> tuple[str, ...]:
+        """Store the provisional entries (no history) of messages still buffered."""
+        with self.db.transaction() as s:
+            self._lock_messages(s, message_seqs)
+            rows = provisional.writable(s, entries, message_seqs)
+            for entry, vec in rows:
+                self._write(s, entry, vec)
+        return tuple(e.id for e, _ in rows)
+
+    def user_ids(self, limit: int) -> list[str]:
+        """Up to ``limit`` distinct user ids holding entries ('' for none), in order."""
+        with self.db.read() as s:
+            return scopes.distinct_users(s, limit)
 
     def import_entries(
         self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"

@@ -1,0 +1,51 @@
+"""How :class:`~lightmem.memory.LightMemory` assembles its pipeline from settings and the
+backend instances it was given (the offline defaults for what it was not)."""
+
+from __future__ import annotations
+
+from lightmem.config import Settings
+from lightmem.embed.base import Embedder
+from lightmem.memory.params import ROLES, scorer
+from lightmem.pipeline.compress import Compressor
+from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.ingest import IngestOptions, Ingestor
+from lightmem.pipeline.provisional import ProvisionalEntries
+from lightmem.store.base import MemoryStore
+
+
+def offline_manager(compressor: Compressor, s: Settings) -> OfflineMemoryManager:
+    """The default memory manager: one entry per turn (with neighbour context) per topic."""
+    return OfflineMemoryManager(
+        scorer(compressor, s),
+        compressed_text=s.text_summary,
+        roles=ROLES.get(s.messages_use),
+        context_window=s.context_window,
+    )
+
+
+def ingestor(
+    store: MemoryStore,
+    embedder: Embedder,
+    compressor: Compressor,
+    manager: MemoryManager,
+    s: Settings,
+) -> Ingestor:
+    """The ingestion pipeline, with provisional entries for turns still buffered (the
+    offline per-turn entries, without neighbour context: the neighbours may not exist yet)."""
+    turns = OfflineMemoryManager(
+        scorer(compressor, s), compressed_text=s.text_summary, context_window=0
+    )
+    return Ingestor(
+        store,
+        embedder,
+        compressor,
+        manager,
+        IngestOptions(
+            topic_segment=s.topic_segment,
+            precomp_topic_shared=s.precomp_topic_shared,
+            segmenter=s.segmenter,
+            sensory_buffer_tokens=s.sensory_buffer_tokens,
+            short_term_tokens=s.short_term_tokens,
+        ),
+        ProvisionalEntries(store, embedder, turns, ROLES.get(s.messages_use)),
+    )
