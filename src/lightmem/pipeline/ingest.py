@@ -34,6 +34,8 @@ class IngestResult:
     messages_buffered: int
     segments_created: int
     entries_created: tuple[str, ...]
+    #: Entries already stored from messages of this call (a retried add stores nothing new).
+    entries_existing: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -41,6 +43,7 @@ class IngestResult:
             "messages_buffered": self.messages_buffered,
             "segments_created": self.segments_created,
             "entries_created": list(self.entries_created),
+            "entries_existing": list(self.entries_existing),
         }
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from lightmem.store.db import Migration
 from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.sessions import task_sessions_table
 from lightmem.store.sql import POSTGRES
 
 _TYPES = replace(
@@ -34,4 +35,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         + ";\nCREATE INDEX IF NOT EXISTS graph_nodes_tsv ON graph_nodes USING gin (tsv)",
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
+    Migration("task_sessions", task_sessions_table(_TYPES)),
 )
