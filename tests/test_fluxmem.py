@@ -163,11 +163,16 @@ def test_never_succeeding_task_stops_at_max_rounds(agent: FluxMemAgent) -> None:
     assert ep is not None and ep.data["success"] is False and ep.data["status"] == "done"
 
 
+def _raise(exc: Exception) -> StepResult:
+    raise exc
+
+
 @pytest.mark.parametrize(
     ("execute", "message"),
     [
         (lambda ctx: 1 / 0, "ZeroDivisionError"),
         (lambda ctx: "not a StepResult", "expected StepResult"),
+        (lambda ctx: _raise(ValueError("bad \ud800 and \x00")), r"ValueError: bad \\ud800"),
     ],
 )
 def test_bad_execute_fn_records_a_failed_episode(

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lightmem import InvalidInputError, LightMemory
-from lightmem.fluxmem import FluxMemAgent
+from lightmem.fluxmem import Feedback, FluxMemAgent, TaskExecutionError, session
 from lightmem.fluxmem.prompts import attribute, steps, verify
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.types import Node, ScoredNode, StepResult, Subgraph
@@ -26,7 +26,6 @@ from lightmem.pipeline.prompts import extract_flat, summarize, update
 from lightmem.pipeline.retrieve import format_context
 from lightmem.pipeline.update import MAX_TOP_K, build_queue
 from lightmem.sanitize import check_value, inline, token
-from lightmem.server import service
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import SQLiteKeyRegistry, TenantPool, check_tenant
 from lightmem.testing.live_server import LiveServer
@@ -122,6 +121,121 @@ def test_fluxmem_fields_over_rest(api: httpx.Client) -> None:
     assert api.get("/v1/fluxmem/history").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("reply", "field"),
+    [
+        (StepResult("ok", None, True, ("look\ud800up",)), "result.actions[0]"),
+        (StepResult("ok", None, True, ("a",), ("seen \x00",)), "result.observations[0]"),
+        (StepResult("ok", "feedback\x00", False), "result.feedback"),
+        (StepResult({"answer": float("nan")}, None, True), "result.result.answer"),
+        (StepResult("ok", Feedback("missing", "d\udfff"), False), "result.feedback.detail"),
+    ],
+)
+def test_execute_fn_replies_that_cannot_be_stored_fail_the_task_not_the_graph(
+    store_config: dict[str, Any], reply: StepResult, field: str
+) -> None:
+    """What ``execute_fn`` returns is checked like any stored value: the step becomes a
+    crashed one (the task raises TaskExecutionError after the episode is recorded), and the
+    graph's history, stats and next tasks keep working on both backends."""
+    with LightMemory.from_config({"store": store_config}) as m:
+        agent = FluxMemAgent.on_store(m.store, m.embedder)
+        agent.add_knowledge("Maya is a nurse at the city hospital.")
+        with pytest.raises(TaskExecutionError, match=re.escape(field)):
+            agent.run_task("find Maya's job", lambda ctx: reply)
+        episode = agent.graph.nodes("episodic", agent.scope)[-1]
+        assert episode.data["status"] == "done" and episode.data["success"] is False
+        assert field in episode.data["attempts"][-1]["error"]
+        assert agent.history(1000) and agent.stats()["episodic_nodes"] == 1
+        ok = agent.run_task("find Maya's job", lambda ctx: StepResult("nurse", None, True))
+        assert ok.success and agent.subgraph("find Maya's job").episodic
+
+
+def test_async_execute_fn_replies_are_checked_too(mem: LightMemory) -> None:
+    import asyncio
+
+    agent = FluxMemAgent(mem.store.graph(), mem.embedder)
+
+    async def bad(ctx: str) -> StepResult:
+        return StepResult("ok", None, True, ("a\x00",))
+
+    with pytest.raises(TaskExecutionError, match=re.escape("result.actions[0]")):
+        asyncio.run(agent.arun_task("find Maya's job", bad))
+    assert agent.graph.nodes("episodic", agent.scope)[-1].data["status"] == "done"
+
+
+# -- a retried add names the entries it already made (item 7) ---------------------------------
+RETRIED = [
+    {
+        "id": "r1",
+        "role": "user",
+        "content": "I adopted a grey cat called Pixel.",
+        "speaker_name": "Maya",
+    },
+    {"id": "r2", "role": "assistant", "content": "Pixel is a lovely name for a cat."},
+]
+
+
+def test_a_retried_add_reports_the_entries_that_already_exist(memory: LightMemory) -> None:
+    first = memory.add_memory(RETRIED, force_extract=True, user_id="maya")
+    assert first.entries_created and first.entries_existing == ()
+    made = {e.id for e in memory.list_entries(user_id="maya")}
+    again = memory.add_memory(RETRIED, force_extract=True, user_id="maya")
+    assert (again.messages_added, again.entries_created) == (0, ())
+    assert again.entries_existing and set(again.entries_existing) <= made
+    cited = {e.id for e in memory.list_entries(user_id="maya") if {"r1", "r2"} & set(e.source_ids)}
+    assert set(again.entries_existing) == cited
+    # Part retried, part new: the new turn's entries are created, the old ones named.
+    more = memory.add_memory(
+        [RETRIED[0], {"id": "r3", "content": "Pixel sleeps on the red sofa."}],
+        force_extract=True,
+        user_id="maya",
+    )
+    assert more.messages_added == 1 and more.entries_created
+    assert not set(more.entries_existing) & set(more.entries_created)
+    assert {e for e in cited if "r1" in memory.get(e, user_id="maya").source_ids} <= set(
+        more.entries_existing
+    )
+    # Another scope's identical ids are other messages: nothing of Maya's is named.
+    bob = memory.add_memory(RETRIED, force_extract=True, user_id="bob")
+    assert bob.messages_added == 2 and bob.entries_existing == ()
+
+
+def test_a_retried_add_over_rest_and_mcp_names_the_existing_entries(tmp_path: Path) -> None:
+    import asyncio
+
+    from fastmcp import Client
+
+    from lightmem.server.mcp import create_mcp
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    body = {"messages": RETRIED, "force_extract": True, "user_id": "maya"}
+    try:
+        with (
+            LiveServer(create_app(pool, keys)) as url,
+            httpx.Client(base_url=url, headers={"X-API-Key": keys.create("acme")}) as c,
+        ):
+            first = c.post("/v1/memories", json=body).json()
+            again = c.post("/v1/memories", json=body).json()
+        assert first["entries_created"] and again["messages_added"] == 0
+        assert again["entries_existing"] and set(again["entries_existing"]) <= set(
+            first["entries_created"]
+        )
+        tenant = pool.get("local")
+
+        async def main() -> None:
+            async with Client(create_mcp(lambda: tenant)) as m:
+                one = (await m.call_tool("add_memory", body)).structured_content
+                two = (await m.call_tool("add_memory", body)).structured_content
+                assert two["messages_added"] == 0 and two["entries_existing"]
+                assert set(two["entries_existing"]) <= set(one["entries_created"])
+
+        asyncio.run(main())
+    finally:
+        keys.close()
+        pool.close()
+
+
 # -- calendar edges and huge numbers (item 3) -----------------------------------------------
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00+01:00", "9999-12-31T23:59-01:00"])
 def test_calendar_edge_timestamps_are_a_clear_error(mem: LightMemory, stamp: str) -> None:
@@ -176,7 +290,7 @@ def test_update_caps_and_session_cap_over_rest(
     for body in ({"top_k": MAX_TOP_K + 1}, {"keep_top_n": 10**6}, {"top_k": 10**30}):
         r = api.post("/v1/update", json=body)
         assert r.status_code == 422 and next(iter(body)) in r.json()["error"]["message"], r.text
-    monkeypatch.setattr(service, "MAX_OPEN_SESSIONS", 2)
+    monkeypatch.setattr(session, "MAX_OPEN_SESSIONS", 2)
     for _ in range(2):
         assert api.post("/v1/fluxmem/tasks", json={"task": "t"}).json()["session_id"]
     r = api.post("/v1/fluxmem/tasks", json={"task": "t"})

@@ -3,13 +3,19 @@ leaves no copy of the text in the SQLite file or its WAL."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from lightmem import InvalidInputError, LightMemory, NotFoundError
-from lightmem.fluxmem import FluxMemAgent
+from lightmem.fluxmem import FluxMemAgent, StepResult
+from lightmem.server.rest import create_app
+from lightmem.server.tenancy import TenantPool
+from lightmem.testing.live_server import LiveServer
 
 SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
 OTHER = "Bob keeps his bicycle in the garage beside the red ladder"
@@ -152,38 +158,39 @@ def test_no_copy_left_in_the_sqlite_file(tmp_path: Path, how: str) -> None:
     assert needle not in _file_bytes(path)
 
 
-def test_rest_purge_round_trip(tmp_path: Path) -> None:
-    import httpx
-
-    from lightmem.server.rest import create_app
-    from lightmem.server.tenancy import TenantPool
-    from lightmem.testing.live_server import LiveServer
-
+@contextmanager
+def _rest(tmp_path: Path) -> Iterator[tuple[httpx.Client, TenantPool]]:
+    """A REST server on loopback over tenants in ``tmp_path``, and a client of tenant acme."""
     pool = TenantPool(tmp_path / "data")
     keys = pool.keys()
     try:
         with LiveServer(create_app(pool, keys)) as url:
             headers = {"Authorization": f"Bearer {keys.create('acme')}"}
             with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
-                for user, text, tag in (("maya", SECRET, "m"), ("bob", OTHER, "b")):
-                    body = {"messages": _turns(text, tag), "force_extract": True, "user_id": user}
-                    assert c.post("/v1/memories", json=body).status_code == 200
-                assert c.delete("/v1/purge").status_code == 422
-                assert c.delete("/v1/purge", params={"entry_id": "nope"}).status_code == 404
-                eid = c.get("/v1/memories", params={"user_id": "bob"}).json()["items"][0]["id"]
-                one = c.delete("/v1/purge", params={"entry_id": eid}).json()
-                assert one["removed"]["entries"] >= 1 and one["compacted"]
-                assert c.get(f"/v1/memories/{eid}/history").status_code == 404
-                # Bob's two turns and all that repeats them are gone; Maya's are untouched.
-                assert c.get("/v1/memories", params={"user_id": "maya"}).json()["items"]
-                r = c.delete("/v1/purge", params={"user_id": "maya"})
-                assert r.status_code == 200 and r.json()["removed"]["entries"] >= 1
-                assert c.get("/v1/memories", params={"user_id": "maya"}).json()["items"] == []
-                assert c.get("/v1/memories", params={"user_id": "bob"}).json()["items"] == []
-                assert "/v1/purge" in c.get("/openapi.json").json()["paths"]
+                yield c, pool
     finally:
         keys.close()
         pool.close()
+
+
+def test_rest_purge_round_trip(tmp_path: Path) -> None:
+    with _rest(tmp_path) as (c, _pool):
+        for user, text, tag in (("maya", SECRET, "m"), ("bob", OTHER, "b")):
+            body = {"messages": _turns(text, tag), "force_extract": True, "user_id": user}
+            assert c.post("/v1/memories", json=body).status_code == 200
+        assert c.delete("/v1/purge").status_code == 422
+        assert c.delete("/v1/purge", params={"entry_id": "nope"}).status_code == 404
+        eid = c.get("/v1/memories", params={"user_id": "bob"}).json()["items"][0]["id"]
+        one = c.delete("/v1/purge", params={"entry_id": eid}).json()
+        assert one["removed"]["entries"] >= 1 and one["compacted"]
+        assert c.get(f"/v1/memories/{eid}/history").status_code == 404
+        # Bob's two turns and all that repeats them are gone; Maya's are untouched.
+        assert c.get("/v1/memories", params={"user_id": "maya"}).json()["items"]
+        r = c.delete("/v1/purge", params={"user_id": "maya"})
+        assert r.status_code == 200 and r.json()["removed"]["entries"] >= 1
+        assert c.get("/v1/memories", params={"user_id": "maya"}).json()["items"] == []
+        assert c.get("/v1/memories", params={"user_id": "bob"}).json()["items"] == []
+        assert "/v1/purge" in c.get("/openapi.json").json()["paths"]
 
 
 def test_mcp_purge_memory_tool(tmp_path: Path) -> None:
@@ -254,3 +261,70 @@ def test_postgres_purge_vacuums_the_touched_tables(store_config: dict[str, Any])
         ).fetchall()
     vacuumed = {name for name, at in rows if at is not None}
     assert {"entries", "history", "messages"} <= vacuumed
+
+
+# -- FluxMem: task sessions and an unscoped graph (issue 11) --------------------------------
+def test_purge_scope_removes_its_task_sessions(memory: LightMemory) -> None:
+    maya = FluxMemAgent.on_store(memory.store, memory.embedder, user_id="maya")
+    bob = FluxMemAgent.on_store(memory.store, memory.embedder, user_id="bob")
+    open_maya = maya.start_task(f"open the locker: {SECRET}")
+    open_bob = bob.start_task("fetch the bicycle")
+    assert open_maya.id and open_bob.id
+    report = memory.purge(user_id="maya")
+    assert report.removed["task_sessions"] == 1 and report.removed["graph_nodes"] == 1
+    with pytest.raises(NotFoundError, match="session_id"):
+        maya.resume_task(open_maya.id)
+    bob.resume_task(open_bob.id).report(StepResult("ok", None, True))
+
+
+def test_an_unscoped_graph_is_purged_by_its_agent_and_nothing_else(tmp_path: Path) -> None:
+    """A server tenant's FluxMem graph has no scope: a scope purge never reaches it, the
+    agent's purge erases all of it (sessions included) and leaves the memories alone."""
+    path = tmp_path / "graph.db"
+    needle = b"31-07-1994"
+    with LightMemory.from_config({"store": {"provider": "sqlite", "path": str(path)}}) as mem:
+        _fill(mem)
+        agent = FluxMemAgent.on_store(mem.store, mem.embedder)  # as TenantPool builds it
+        agent.add_knowledge(f"{SECRET}.", source="note")
+        agent.run_task(f"recall: {SECRET}", lambda ctx: StepResult("ok", None, True))
+        left_open = agent.start_task(f"open the locker {SECRET}")
+        mem.purge(user_id="bob")
+        assert agent.stats()["semantic_nodes"] == 1 and needle in _file_bytes(path)
+        report = agent.purge()
+        assert report.target == "graph of default" and report.compacted
+        assert report.removed["graph_nodes"] == 3 and report.removed["task_sessions"] == 1
+        assert report.removed["entries"] == report.removed["messages"] == 0
+        assert agent.stats() == {k: 0 for k in agent.stats()} and agent.history() == []
+        with pytest.raises(NotFoundError):
+            agent.resume_task(left_open.id or "")
+        assert mem.list_entries(user_id="maya")  # the memories stay
+        mem.purge(user_id="maya")
+        assert needle not in _file_bytes(path)
+
+
+def test_rest_and_mcp_purge_the_tenants_graph(tmp_path: Path) -> None:
+    import asyncio
+
+    from fastmcp import Client
+
+    from lightmem.server.mcp import create_mcp
+
+    with _rest(tmp_path) as (c, pool):
+        assert c.post("/v1/fluxmem/knowledge", json={"docs": SECRET}).status_code == 200
+        sid = c.post("/v1/fluxmem/tasks", json={"task": SECRET}).json()["session_id"]
+        r = c.delete("/v1/fluxmem/graph")
+        assert r.status_code == 200, r.text
+        assert r.json()["removed"]["graph_nodes"] == 2
+        assert r.json()["removed"]["task_sessions"] == 1
+        assert c.get("/v1/fluxmem/graph").json() == {"nodes": [], "edges": []}
+        assert c.post(f"/v1/fluxmem/tasks/{sid}/steps", json={"success": True}).status_code == 404
+        tenant = pool.get("local")
+        tenant.agent.add_knowledge(OTHER)
+
+        async def main() -> None:
+            async with Client(create_mcp(lambda: tenant)) as m:
+                r = await m.call_tool("purge_graph", {})
+                assert r.structured_content["removed"]["graph_nodes"] == 1
+
+        asyncio.run(main())
+        assert tenant.agent.stats()["semantic_nodes"] == 0

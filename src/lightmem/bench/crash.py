@@ -13,13 +13,14 @@ runs a few kills of each pipeline.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lightmem.memory import LightMemory
 from lightmem.store.sqlite import SQLiteStore
@@ -128,7 +129,12 @@ def kill_once(
 
 
 def run(
-    kills: int, *, llm: bool = False, seed: int = 0, path: Path | None = None
+    kills: int,
+    *,
+    llm: bool = False,
+    seed: int = 0,
+    path: Path | None = None,
+    progress: TextIO | None = None,
 ) -> dict[str, Any]:
     import tempfile
 
@@ -139,10 +145,11 @@ def run(
         db = path or Path(tmp) / "crash.db"
         stub = OpenAIStubServer(chat_handler=ScriptedLLM()).start() if llm else None
         try:
-            results = [
-                kill_once(db, f"r{k}", rng, llm_url=stub.base_url if stub else None)
-                for k in range(kills)
-            ]
+            results = []
+            for k in range(kills):
+                results.append(kill_once(db, f"r{k}", rng, llm_url=stub.base_url if stub else None))
+                if progress is not None:  # one line per kill: a long run stopped early still says
+                    print(json.dumps({"kill": k + 1, **results[-1]}), file=progress, flush=True)
         finally:
             if stub is not None:
                 stub.stop()

@@ -180,8 +180,10 @@ async def _mcp_stdio(path: Path, calls: int) -> dict[str, Any]:
 
     with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
         mem.add_memory(synthetic_messages(1000, seed=1), force_extract=True)
-    transport = StdioTransport(
-        sys.executable, ["-m", "lightmem.cli.main", "--store", str(path), "mcp"]
+    transport = StdioTransport(  # this environment, so the server runs this same code
+        sys.executable,
+        ["-m", "lightmem.cli.main", "--store", str(path), "mcp"],
+        env=dict(os.environ),
     )
     lat = []
     async with Client(transport) as c:

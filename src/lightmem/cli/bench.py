@@ -194,7 +194,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.bench == "crash":
         from lightmem.bench import crash
 
-        print(json.dumps(crash.run(args.kills, llm=args.llm), indent=2))
+        print(json.dumps(crash.run(args.kills, llm=args.llm, progress=sys.stderr), indent=2))
         return 0
     if args.bench == "soak":
         from lightmem.bench import soak

@@ -17,6 +17,13 @@ class Crash:
 
     error: str
 
+    @classmethod
+    def of(cls, error: str) -> Crash:
+        """A crash whose message every backend can store (an exception's text may hold a
+        lone surrogate or a NUL: they are written as escapes)."""
+        text = error.encode("utf-8", "backslashreplace").decode("utf-8")
+        return cls(text.replace("\x00", "\\x00")[:2000])
+
 
 def attempt_record(attempt: int, sub: Subgraph, reply: StepResult | Crash) -> dict[str, Any]:
     if isinstance(reply, Crash):

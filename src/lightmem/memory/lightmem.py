@@ -158,6 +158,10 @@ class LightMemory:
         )
         if result.entries_created and self.settings.update == "online":
             self._online_update(result.entries_created, scope)
+        if result.messages_added < len(msgs):  # a retry: name the entries already made
+            cited = self.store.entries_citing(scope, [m.id for m in msgs])
+            old = tuple(i for i in cited if i not in result.entries_created)
+            result = replace(result, entries_existing=old)
         self._save_usage()
         return result
 

@@ -42,6 +42,8 @@ class IngestResult:
     segments_created: int
     entries_created: tuple[str, ...]
     entries_provisional: tuple[str, ...] = ()
+    #: Entries already stored from messages of this call (a retried add stores nothing new).
+    entries_existing: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -50,6 +52,7 @@ class IngestResult:
             "segments_created": self.segments_created,
             "entries_created": list(self.entries_created),
             "entries_provisional": list(self.entries_provisional),
+            "entries_existing": list(self.entries_existing),
         }
 
 

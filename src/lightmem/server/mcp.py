@@ -215,6 +215,13 @@ def create_mcp(resolve: Callable[[], Tenant], *, auth: TokenVerifier | None = No
 
     @mcp.tool
     @_tool_errors
+    def purge_graph() -> dict[str, Any]:
+        """FluxMem: erase the whole graph (facts, episodes, skills, history, open task
+        sessions) for good; memories stay. Only when the user asks for erasure."""
+        return service.purge_graph(resolve())
+
+    @mcp.tool
+    @_tool_errors
     def show_subgraph(task: str) -> dict[str, Any]:
         """FluxMem: the facts, episodes and skills Stage I would give for a task."""
         return service.show_subgraph(resolve(), task)

@@ -264,6 +264,11 @@ def create_app(
             actions=body.actions,
         )
 
+    @app.delete("/v1/fluxmem/graph", tags=["fluxmem"])
+    def purge_graph(t: TenantDep) -> dict[str, Any]:
+        """Erase the tenant's whole FluxMem graph for good (not restorable)."""
+        return service.purge_graph(t)
+
     @app.post("/v1/fluxmem/consolidate", tags=["fluxmem"])
     def consolidate(t: TenantDep) -> dict[str, Any]:
         return service.consolidate(t)

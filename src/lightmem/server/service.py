@@ -6,22 +6,15 @@ plain JSON-able data; validation errors are the library's own ``LightMemError``s
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightmem.errors import InvalidInputError, NotFoundError
+from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.session import TaskSession
 from lightmem.fluxmem.types import Feedback, ScoredNode, StepResult
 from lightmem.sanitize import check_value
-from lightmem.server.tenancy import LiveSession, Tenant
-
-SESSION_IDLE_S = 3600.0
-#: Open FluxMem task sessions per tenant (in this worker): each holds its task and context in
-#: memory, so a tenant cannot grow the server without bound; past it ``start_task`` is refused
-#: (422) until sessions finish or expire after ``SESSION_IDLE_S`` seconds idle.
-MAX_OPEN_SESSIONS = 100
+from lightmem.server.tenancy import Tenant
 
 
 def _scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -180,29 +173,9 @@ def add_knowledge(t: Tenant, docs: Any, source: str = "") -> dict[str, Any]:
 
 
 def start_task(t: Tenant, task: str, max_rounds: int | None = None) -> dict[str, Any]:
-    _expire_sessions(t)
-    with t.lock:
-        if len(t.sessions) >= MAX_OPEN_SESSIONS:
-            raise _too_many()
-    session = t.agent.start_task(task, max_rounds=max_rounds)
-    if session.outcome is not None:
-        return {"session_id": None, "context": None, "outcome": _outcome(session.outcome)}
-    sid = uuid.uuid4().hex
-    with t.lock:
-        full = len(t.sessions) >= MAX_OPEN_SESSIONS
-        if not full:
-            t.sessions[sid] = LiveSession(session, time.monotonic())
-    if full:  # another request took the last place meanwhile
-        session.abandon("too many open sessions")
-        raise _too_many()
-    return {"session_id": sid, "context": session.context, "outcome": None}
-
-
-def _too_many() -> InvalidInputError:
-    return InvalidInputError(
-        f"session: {MAX_OPEN_SESSIONS} task sessions are open for this tenant (the cap); "
-        "finish one or let idle ones expire"
-    )
+    """Start a FluxMem task; the session is kept in the tenant's store, so any server
+    worker (or a restarted server) continues it (see :mod:`lightmem.fluxmem.session`)."""
+    return _session_view(t.agent.start_task(task, max_rounds=max_rounds))
 
 
 def record_step(
@@ -216,11 +189,6 @@ def record_step(
 ) -> dict[str, Any]:
     """Report what the agent did with the last context; returns the next context (after any
     Stage II repairs) or the task's outcome."""
-    with t.lock:
-        live = t.sessions.get(session_id)
-    if live is None:
-        raise NotFoundError(f"session_id: no task session {session_id!r}")
-    session = live.session
     if not isinstance(success, bool):
         raise InvalidInputError("success: expected a boolean")
     if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
@@ -228,13 +196,20 @@ def record_step(
     check_value(list(actions), "actions")
     check_value(result, "result", strict=False)
     check_value(feedback, "feedback", strict=False)
+    session = t.agent.resume_task(session_id)
     session.report(StepResult(result, _feedback(feedback), success, tuple(actions)))
-    live.last_used = time.monotonic()
-    if session.outcome is not None:
-        with t.lock:
-            t.sessions.pop(session_id, None)
-        return {"session_id": session_id, "context": None, "outcome": _outcome(session.outcome)}
-    return {"session_id": session_id, "context": session.context, "outcome": None}
+    return _session_view(session)
+
+
+def _session_view(session: TaskSession) -> dict[str, Any]:
+    outcome = None if session.outcome is None else _outcome(session.outcome)
+    return {"session_id": session.id, "context": session.context, "outcome": outcome}
+
+
+def purge_graph(t: Tenant) -> dict[str, Any]:
+    """Erase the tenant's FluxMem graph (knowledge, episodes, skills, history, task
+    sessions) for good; its memories stay (see :func:`purge`)."""
+    return t.agent.purge().to_dict()
 
 
 def consolidate(t: Tenant) -> dict[str, Any]:
@@ -308,12 +283,3 @@ def _outcome(o: Any) -> dict[str, Any]:
         "repairs": [{"op": r.op, "node_id": r.node_id, "detail": r.detail} for r in o.repairs],
         "error": o.error,
     }
-
-
-def _expire_sessions(t: Tenant) -> None:
-    now = time.monotonic()
-    with t.lock:
-        stale = [sid for sid, s in t.sessions.items() if now - s.last_used > SESSION_IDLE_S]
-        expired = [t.sessions.pop(sid) for sid in stale]
-    for live in expired:
-        live.session.abandon("session expired")

@@ -14,14 +14,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lightmem.config import build_embedder, parse_config
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
-from lightmem.fluxmem.agent import FluxMemAgent, TaskSession
+from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
@@ -188,22 +188,12 @@ def _hash(key: str) -> str:
 
 
 @dataclass
-class LiveSession:
-    """A FluxMem task driven by a remote client, and when it last spoke."""
-
-    session: TaskSession
-    last_used: float
-
-
-@dataclass
 class Tenant:
-    """One tenant's memory, FluxMem agent and task sessions in progress."""
+    """One tenant's memory and FluxMem agent (its task sessions live in its store)."""
 
     name: str
     memory: LightMemory
     agent: FluxMemAgent
-    sessions: dict[str, LiveSession] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def open_tenant(name: str, config: dict[str, Any], embedder: Embedder | None = None) -> Tenant:

@@ -68,6 +68,9 @@ class EntryStore(Protocol):
         """Bulk-load entries, each with an ``add`` history event, in one transaction;
         returns how many were stored (the migration tool and bulk loads use it)."""
 
+    def entries_citing(self, scope: Scope, message_ids: Sequence[str]) -> list[str]:
+        """Ids of the entries of exactly ``scope`` extracted from any of ``message_ids``."""
+
     def get_entry(self, entry_id: str, scope: Scope) -> MemoryEntry | None: ...
     def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]: ...
     def list_entries(

@@ -22,6 +22,7 @@ from lightmem.store import provisional, scopes
 from lightmem.store.bookkeeping import SQLBookkeeping
 from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
+from lightmem.store.provenance import entries_citing
 from lightmem.store.purge import PurgeReport, purge
 from lightmem.store.sql import (
     ENTRY_COLS,
@@ -420,6 +421,9 @@ class SQLStore(SQLBookkeeping):
             self._write(s, new, vector)
             self._log(s, new, "update", old, new, reason)
         return new
+
+    def entries_citing(self, scope: Scope, message_ids: Sequence[str]) -> list[str]:
+        return entries_citing(self.db, scope, message_ids)
 
     def purge(self, scope: Scope, entry_id: str | None = None) -> PurgeReport:
         """Erase ``entry_id`` (or, without one, everything in ``scope``) for good."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from lightmem.store.purge import PurgeReport
+from lightmem.store.sessions import TaskSessionStore
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
 
@@ -45,3 +47,8 @@ class GraphStore(Protocol):
         """Revert event ``seq``; NotFoundError when it is not in ``scope``."""
 
     def graph_counts(self, scope: Scope) -> dict[str, int]: ...
+    def purge(self, scope: Scope) -> PurgeReport:
+        """Erase the graph of ``scope`` for good (see :func:`lightmem.store.purge.purge_graph`)."""
+
+    def task_sessions(self) -> TaskSessionStore:
+        """Where FluxMem task sessions in progress are kept, beside the graph."""

@@ -17,6 +17,8 @@ import numpy as np
 
 from lightmem.errors import NotFoundError, StoreError
 from lightmem.store.db import Database, Session
+from lightmem.store.purge import PurgeReport, purge_graph
+from lightmem.store.sessions import SQLTaskSessions
 from lightmem.store.sql import dumps, json_value, scope_sql, ts
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
@@ -51,6 +53,13 @@ class SQLGraphStore:
     def __init__(self, db: Database, index: NodeIndex) -> None:
         self.db = db
         self.index = index
+        self.sessions = SQLTaskSessions(db)
+
+    def task_sessions(self) -> SQLTaskSessions:
+        return self.sessions
+
+    def purge(self, scope: Scope) -> PurgeReport:
+        return purge_graph(self.db, self.index, scope)
 
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]:
         return self.index.node_vectors(kind, scope)

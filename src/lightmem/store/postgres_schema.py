@@ -13,6 +13,7 @@ from typing import Any
 from lightmem.store.db import Migration
 from lightmem.store.postgres_terms import fill_search_terms
 from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.sessions import task_sessions_table
 from lightmem.store.sql import POSTGRES
 from lightmem.store.text_index import Stemmer
 
@@ -141,4 +142,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
     FilledMigration("pg_search_terms", _SEARCH_TERMS_BEFORE, _fill_terms),
+    Migration("task_sessions", task_sessions_table(_TYPES)),
 )

@@ -20,11 +20,10 @@ from typing import Any, Protocol
 
 from lightmem.errors import NotFoundError
 from lightmem.store.db import Database, Session
-from lightmem.store.graph_sql import NodeIndex
 from lightmem.store.sql import json_value, scope_sql
 from lightmem.types import Scope
 
-__all__ = ["TABLES", "PurgeReport", "purge"]
+__all__ = ["TABLES", "PurgeReport", "purge", "purge_graph"]
 
 _CHUNK = 500  # ids per IN (...) list
 
@@ -37,11 +36,17 @@ TABLES = (
     "graph_nodes",
     "graph_edges",
     "graph_history",
+    "task_sessions",
 )
 
 
 class _Deleting(Protocol):
     def before_delete(self, s: Session, rid: int) -> None: ...
+
+
+class _NodeRows(Protocol):
+    def delete(self, s: Session, node_id: str) -> None:
+        """Remove a graph node row with its vector and full text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,7 @@ class PurgeReport:
 def purge(
     db: Database,
     entries: _Deleting,
-    nodes: NodeIndex,
+    nodes: _NodeRows,
     scope: Scope,
     entry_id: str | None = None,
 ) -> PurgeReport:
@@ -87,8 +92,22 @@ def purge(
             removed = _purge_entry(s, db, entries, scope, entry_id)
         else:
             removed = _purge_scope(s, db, entries, nodes, scope)
-    compacted = db.compact([t for t in TABLES if removed.get(t)])
     target = f"entry {entry_id}" if entry_id is not None else scope.label()
+    return _report(db, target, removed)
+
+
+def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
+    """Remove the FluxMem graph of ``scope`` (nodes, edges, graph history, task sessions)
+    and nothing else. Rows match the scope's non-empty fields, so the default scope, the
+    one of an unscoped agent such as a server tenant's, erases the whole graph."""
+    with db.erasing(), db.transaction() as s:
+        where, params = scope_sql(db.dialect, scope)
+        removed = _purge_graph_rows(s, nodes, where, params)
+    return _report(db, f"graph of {scope.label()}", removed)
+
+
+def _report(db: Database, target: str, removed: dict[str, int]) -> PurgeReport:
+    compacted = db.compact([t for t in TABLES if removed.get(t)])
     return PurgeReport(target, {t: removed.get(t, 0) for t in TABLES}, compacted)
 
 
@@ -143,7 +162,7 @@ def _purge_entry(
 
 
 def _purge_scope(
-    s: Session, db: Database, entries: _Deleting, nodes: NodeIndex, scope: Scope
+    s: Session, db: Database, entries: _Deleting, nodes: _NodeRows, scope: Scope
 ) -> dict[str, int]:
     where, params = scope_sql(db.dialect, scope)
     rows = s.all(f"SELECT rid, id FROM entries WHERE {where} ORDER BY rid" + db.row_lock, params)
@@ -154,6 +173,13 @@ def _purge_scope(
     out["update_queue"] = _delete_in(s, "update_queue", "entry_id", ids)
     for table in ("history", "messages"):
         out[table] = _count(s.execute(f"DELETE FROM {table} WHERE {where}", params))
+    return {**out, **_purge_graph_rows(s, nodes, where, params)}
+
+
+def _purge_graph_rows(
+    s: Session, nodes: _NodeRows, where: str, params: Sequence[Any]
+) -> dict[str, int]:
+    out: dict[str, int] = {}
     node_ids = [
         str(r[0]) for r in s.all(f"SELECT id FROM graph_nodes WHERE {where} ORDER BY rid", params)
     ]
@@ -166,6 +192,8 @@ def _purge_scope(
     out["graph_edges"] += _delete_in(s, "graph_edges", "src", node_ids)
     out["graph_history"] = _count(s.execute(f"DELETE FROM graph_history WHERE {where}", params))
     out["graph_history"] += _delete_in(s, "graph_history", "target_id", node_ids)
+    # A session in progress holds its task, attempts and context: it goes with its scope.
+    out["task_sessions"] = _count(s.execute(f"DELETE FROM task_sessions WHERE {where}", params))
     return out
 
 

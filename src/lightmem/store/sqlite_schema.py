@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lightmem.store.db import Migration
 from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.sessions import task_sessions_table
 from lightmem.store.sql import SQLITE
 
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
         + graph_scope(SQLITE),
     ),
+    Migration("task_sessions", task_sessions_table(_TYPES)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,298 @@
+"""The task loop as a resumable state machine, written once for every driver.
+
+:meth:`TaskFlow.begin` opens an episode and gives the first context; each
+:meth:`TaskFlow.advance` takes the result of acting on the last context and gives the next
+context (after Stage II repairs) or the outcome. Everything the loop needs between two
+steps is in :class:`TaskState`, which :func:`to_row` / :meth:`TaskFlow.from_row` turn into
+a stored session row and back, so ``run_task`` / ``arun_task`` (state in memory) and remote
+task sessions (state in the store, see :mod:`lightmem.fluxmem.session`) run the same code.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from lightmem.embed.base import Embedder
+from lightmem.errors import InvalidInputError, LightMemError, NotFoundError
+from lightmem.fluxmem.config import FluxMemConfig
+from lightmem.fluxmem.reasoner import Reasoner
+from lightmem.fluxmem.records import Crash, attempt_record, repair_record
+from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.stage1 import Stage1
+from lightmem.fluxmem.stage2 import Stage2
+from lightmem.fluxmem.types import (
+    Edge,
+    Node,
+    Repair,
+    ScoredNode,
+    StepResult,
+    Subgraph,
+    TaskOutcome,
+)
+from lightmem.sanitize import check_value
+from lightmem.store.graph import GraphStore
+from lightmem.store.sessions import SessionRow
+from lightmem.types import Scope
+
+Phase = Literal["mature", "search"]
+_KINDS = ("semantic", "episodic", "procedural")
+
+
+@dataclass
+class TaskState:
+    """Where one task run stands: the context it showed last (or its outcome).
+
+    ``phase`` is "mature" while a graduated skill's subgraph is being tried, then
+    "search" (Stage I). ``rounds_left``: refinement rounds still allowed after the
+    current attempt; the current attempt's number is ``len(attempts)``."""
+
+    task: str
+    scope: Scope
+    episode_id: str
+    phase: Phase
+    rounds_left: int
+    subgraph: Subgraph
+    context: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[Repair] = field(default_factory=list)
+    started_at: float = field(default_factory=time.time)
+    outcome: TaskOutcome | None = None
+
+    @property
+    def attempt(self) -> int:
+        return len(self.attempts)
+
+
+class TaskFlow:
+    """Stage I/II around the user's steps for one agent's graph, embedder and reasoner."""
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        embedder: Embedder,
+        reasoner: Reasoner,
+        config: FluxMemConfig,
+        stage1: Stage1,
+        stage2: Stage2,
+    ) -> None:
+        self.graph = graph
+        self.embedder = embedder
+        self.reasoner = reasoner
+        self.config = config
+        self._stage1 = stage1
+        self._stage2 = stage2
+
+    def begin(self, task: str, scope: Scope, max_rounds: int | None) -> TaskState:
+        """Open the episode and compute the first context (or, if Stage I already fails,
+        the outcome)."""
+        rounds = self.config.max_refinement_rounds if max_rounds is None else max_rounds
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 100:
+            raise InvalidInputError("max_rounds: expected an integer in [0, 100]")
+        episode = self._new_episode(task, scope)
+        state = TaskState(task, scope, episode.id, "search", rounds, Subgraph(task, (), (), ()))
+        try:
+            mature = self.mature_subgraph(task, scope)
+            if mature is None:
+                self._search(state)
+            else:  # a graduated skill: its subgraph, no search, no repair
+                state.phase, state.subgraph, state.context = "mature", mature, serialize(mature)
+        except LightMemError as exc:  # a corrupted node, a failing backend: still recorded
+            self._close(state, Crash(f"{type(exc).__name__}: {exc}"))
+        return state
+
+    def advance(self, state: TaskState, reply: object) -> TaskState:
+        """Record the result of acting on ``state.context`` and move on (in place)."""
+        if state.outcome is not None:
+            raise InvalidInputError("session: the task has already finished")
+        step: StepResult | Crash = _checked(reply)
+        try:
+            done = self._take(state, step)
+        except LightMemError as exc:
+            step, done = Crash(f"{type(exc).__name__}: {exc}"), True
+        if done:
+            self._close(state, step)
+        return state
+
+    def _take(self, state: TaskState, reply: StepResult | Crash) -> bool:
+        """True when the task is over; otherwise ``state`` holds the next context."""
+        sub, attempt = state.subgraph, state.attempt
+        record = attempt_record(attempt, sub, reply)
+        state.attempts.append({**record, "mature": True} if state.phase == "mature" else record)
+        self._mark_steps(sub, state.episode_id, attempt)
+        if isinstance(reply, Crash):
+            return True
+        if reply.success:
+            for s in sub.semantic:
+                self.graph.add_edge(
+                    Edge("ground", s.node.id, state.episode_id, 1.0), "served a success"
+                )
+            return True
+        if state.rounds_left == 0:
+            return True
+        state.rounds_left -= 1
+        if state.phase == "mature":  # it failed: the usual loop, with the rounds left
+            state.phase = "search"
+            self._search(state)
+            return False
+        feedback = self.reasoner.attribute(state.task, reply.feedback)
+        state.repairs += self._stage2.repair(
+            state.task, state.scope, state.episode_id, sub, feedback
+        )
+        before = state.context
+        self._search(state)
+        return state.context == before  # nothing changed: running again would repeat it
+
+    def _search(self, state: TaskState) -> None:
+        state.subgraph = self._stage1.build(
+            state.task, state.scope, current_episode=state.episode_id
+        )
+        state.context = serialize(state.subgraph)
+
+    def _close(self, state: TaskState, reply: StepResult | Crash) -> None:
+        success = isinstance(reply, StepResult) and reply.success
+        observations = list(reply.observations) if isinstance(reply, StepResult) else []
+        reads = list(reply.reads) if isinstance(reply, StepResult) else []
+        data = {
+            "task": state.task,
+            "status": "done",
+            "success": success,
+            "attempts": state.attempts,
+            "trajectory": list(reply.actions) if isinstance(reply, StepResult) else [],
+            **({"observations": observations} if observations else {}),
+            **({"reads": reads} if reads else {}),
+            "repairs": [repair_record(r) for r in state.repairs],
+        }
+        error = reply.error if isinstance(reply, Crash) else ""
+        vec = self.embedder.embed([state.task], op="fluxmem.episode")[0]
+        node = Node(state.episode_id, "episodic", state.task, state.scope, data)
+        try:
+            self.graph.update_node(node, vec, reason="episode finished")
+        except NotFoundError:  # purged or undone while the task ran: nothing to record
+            error = error or f"episode {state.episode_id} was removed while the task ran"
+        state.context = ""
+        state.outcome = TaskOutcome(
+            task=state.task,
+            success=success,
+            result=reply.result if isinstance(reply, StepResult) else None,
+            episode_id=state.episode_id,
+            attempts=len(state.attempts),
+            repairs=tuple(state.repairs),
+            error=error,
+        )
+
+    def mature_subgraph(self, task: str, scope: Scope) -> Subgraph | None:
+        """The graduated skill whose source tasks are most like ``task`` (at least
+        ``mature_similarity``), as a subgraph of that skill alone; None if there is none."""
+        if self.config.mature_similarity <= 0:
+            return None
+        grads = [
+            n
+            for n in self.graph.nodes("procedural", scope)
+            if n.data.get("graduated") and isinstance(n.data.get("trigger"), list)
+        ]
+        if not grads:
+            return None
+        qv = self.embedder.embed([task], op="fluxmem.mature")[0]
+        best = max(grads, key=lambda n: float(np.asarray(n.data["trigger"], np.float32) @ qv))
+        sim = float(np.asarray(best.data["trigger"], np.float32) @ qv)
+        if sim < self.config.mature_similarity:
+            return None
+        return Subgraph(
+            task, (), (), (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),)
+        )
+
+    def _new_episode(self, task: str, scope: Scope) -> Node:
+        node = Node(
+            uuid.uuid4().hex,
+            "episodic",
+            task,
+            scope,
+            {"task": task, "status": "running", "success": False, "trajectory": []},
+        )
+        vec = self.embedder.embed([task], op="fluxmem.episode")[0]
+        return self.graph.add_node(node, vec, reason="episode started")
+
+    def _mark_steps(self, sub: Subgraph, episode_id: str, attempt: int) -> None:
+        """Step edges from every node of ``sub`` to the episode, listing the attempts it
+        was active in (a step replayed after a lost claim is not listed twice)."""
+        existing = {e.src: e for e in self.graph.edges("step", dst=[episode_id])}
+        for node_id in sorted(sub.node_ids()):
+            steps = [*existing[node_id].data.get("steps", [])] if node_id in existing else []
+            if attempt in steps:
+                continue
+            self.graph.add_edge(
+                Edge("step", node_id, episode_id, 1.0, {"steps": [*steps, attempt]}),
+                reason=f"active in step {attempt}",
+            )
+
+    # -- stored sessions --------------------------------------------------------------------
+    def from_row(self, row: SessionRow) -> TaskState:
+        """The state of a stored session; its subgraph's nodes are read again (a node
+        removed since is left out, one changed since is seen as it is now)."""
+        refs = {k: [r for r in row.subgraph.get(k, []) if len(r) == 3] for k in _KINDS}
+        nodes = self.graph.get_nodes([str(r[0]) for k in _KINDS for r in refs[k]])
+
+        def scored(kind: str) -> tuple[ScoredNode, ...]:
+            return tuple(
+                ScoredNode(nodes[str(i)], float(score), str(why))
+                for i, score, why in refs[kind]
+                if str(i) in nodes
+            )
+
+        return TaskState(
+            task=row.task,
+            scope=row.scope,
+            episode_id=row.episode_id,
+            phase="mature" if row.phase == "mature" else "search",
+            rounds_left=row.rounds_left,
+            subgraph=Subgraph(
+                row.task, scored("semantic"), scored("episodic"), scored("procedural")
+            ),
+            context=row.context,
+            attempts=list(row.attempts),
+            repairs=[Repair(r["op"], r["node_id"], r["detail"]) for r in row.repairs],  # type: ignore[arg-type]
+            started_at=row.created_at,
+        )
+
+
+def to_row(session_id: str, state: TaskState, now: float, ttl_s: float) -> SessionRow:
+    """``state`` as the stored row of session ``session_id`` (used ``now``)."""
+    sub = state.subgraph
+    return SessionRow(
+        id=session_id,
+        scope=state.scope,
+        episode_id=state.episode_id,
+        task=state.task,
+        phase=state.phase,
+        attempt=state.attempt,
+        rounds_left=state.rounds_left,
+        attempts=list(state.attempts),
+        repairs=[repair_record(r) for r in state.repairs],
+        subgraph={
+            kind: [[s.node.id, s.score, s.why] for s in getattr(sub, kind)] for kind in _KINDS
+        },
+        context=state.context,
+        created_at=state.started_at,
+        updated_at=now,
+        expires_at=now + ttl_s,
+    )
+
+
+def _checked(reply: object) -> StepResult | Crash:
+    """What the user's code returned, as something safe to store: a StepResult whose
+    fields could not be stored (NUL, lone surrogate, NaN) becomes a crashed step, so a bad
+    reply cannot poison the graph."""
+    if isinstance(reply, Crash):
+        return Crash.of(reply.error)
+    if not isinstance(reply, StepResult):
+        return Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
+    try:
+        check_value(reply, "result", strict=False)
+    except InvalidInputError as exc:
+        return Crash(f"execute_fn returned an unstorable value: {exc}")
+    return reply
