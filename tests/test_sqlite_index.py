@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem import SQLiteStore
+from lightmem import InvalidInputError, SQLiteStore
 from lightmem.store.ann_index import IndexPolicy
 from lightmem.store.index_file import MAGIC
 from lightmem.types import Filters, MemoryEntry, Scope
@@ -313,7 +313,7 @@ _CHILD = textwrap.dedent(
     import os, sys
     import numpy as np
     from dataclasses import replace
-    from lightmem import SQLiteStore
+    from lightmem import InvalidInputError, SQLiteStore
     from lightmem.store import index_file
     from lightmem.store.ann_index import IndexPolicy
     from lightmem.types import Scope
@@ -384,3 +384,8 @@ def test_purge_rewrites_the_saved_index_without_the_entry(tmp_path: Path) -> Non
     store = _open(path)
     assert store.text_search(["zanzibar"], Scope(), Filters(), 3) == []
     store.close()
+
+
+def test_a_bad_index_policy_names_its_field() -> None:
+    with pytest.raises(InvalidInputError, match=r"index_policy\.nprobe"):
+        IndexPolicy(nprobe=0)

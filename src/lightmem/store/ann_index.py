@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -41,18 +41,10 @@ class IndexPolicy:
     save_after: int = 1_000
 
     def __post_init__(self) -> None:
-        for name in (
-            "ann_min_rows",
-            "exact_allowed",
-            "nprobe",
-            "rerank",
-            "min_candidates",
-            "persist_min_rows",
-            "save_after",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"index_policy.{name}: a positive integer, not {value!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"index_policy.{f.name}: a positive integer, not {value!r}")
 
 
 def ann_available() -> bool:
