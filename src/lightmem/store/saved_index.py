@@ -1,10 +1,9 @@
 """Building, catching up, saving and loading the embedded store's search columns.
 
 The SQLite file is the source of truth. The columns reflect it up to a *stamp*: the last
-row id they hold and the last ``index_log`` sequence number they applied (the log lists
-the row ids of deleted and replaced entries, written in the same transaction). Catching
-up from a stamp costs a range read of new rows plus the logged ids, so an edit in any
-process is applied in place, never by a rebuild.
+``index_log`` sequence number they applied (the log lists the row id of every entry row
+written or removed, in the same transaction). Catching up from a stamp reads the logged
+rows, so an edit in any process is applied in place, never by a rebuild.
 
 A large store's columns are saved to ``<store>.index`` (:mod:`lightmem.store.index_file`)
 with their stamp and the store's ``index_epoch`` (random, made with the store). On open
@@ -57,7 +56,6 @@ class Stamp:
     """What the columns reflect: the store's epoch, last row id, last log sequence."""
 
     epoch: str = ""
-    max_rid: int = 0
     log_seq: int = 0
     changes: int = 0  # rows added or removed since the saved (or loaded) file
 
@@ -74,33 +72,39 @@ class SavedIndex:
     # -- from the store ---------------------------------------------------------------
     def build(self, s: Session, dim: int | None, stemmer: Stemmer) -> VectorRows:
         """All columns from the store (in snapshot ``s``)."""
-        self.state = Stamp(store_epoch(s), 0, _log_max(s))
+        self.state = Stamp(store_epoch(s), _log_max(s))
         rows = VectorRows(dim or _stored_dim(s))
-        self._append_new(s, rows, stemmer)
+        cur = s.execute(ROW_SQL.format(where="1"))
+        while batch := cur.fetchmany(_CHUNK):
+            self._append(rows, batch, stemmer)
         self.state.changes = rows.n_alive
         return rows
 
     def catch_up(self, s: Session, rows: VectorRows, stemmer: Stemmer) -> None:
-        """Apply what the store committed since the stamp: logged removals, then rows."""
+        """Apply what the store committed since the stamp, in log order: removed row ids
+        are tombstoned, added ones read (SQLite may hand out a removed row's id again)."""
         st = self.state
-        logged = s.all("SELECT seq, rid FROM index_log WHERE seq > ? ORDER BY seq", (st.log_seq,))
-        if logged:
-            changed = sorted({int(r[1]) for r in logged})
-            st.changes += rows.remove(changed)
-            # An id at or below the stamp can be in use again (SQLite reuses the largest).
-            again = [r for r in changed if r <= st.max_rid]
-            for i in range(0, len(again), 500):
-                part = again[i : i + 500]
-                found = s.all(ROW_SQL.format(where=f"e.rid IN ({','.join('?' * len(part))})"), part)
-                self._append(rows, found, stemmer)
-            st.log_seq = int(logged[-1][0])
-        self._append_new(s, rows, stemmer)
-
-    def _append_new(self, s: Session, rows: VectorRows, stemmer: Stemmer) -> None:
-        cur = s.execute(ROW_SQL.format(where="e.rid > ?"), (self.state.max_rid,))
-        while batch := cur.fetchmany(_CHUNK):
-            self._append(rows, batch, stemmer)
-            self.state.max_rid = max(self.state.max_rid, int(batch[-1][13]))
+        logged = s.all(
+            "SELECT seq, rid, added FROM index_log WHERE seq > ? ORDER BY seq", (st.log_seq,)
+        )
+        if not logged:
+            return
+        pending: dict[int, None] = {}  # added since the stamp and still there, in order
+        gone: list[int] = []
+        for _, rid, added in logged:
+            if added:
+                pending[int(rid)] = None
+            elif int(rid) in pending:
+                del pending[int(rid)]
+            else:
+                gone.append(int(rid))
+        st.changes += rows.remove(gone)
+        added_rids = list(pending)
+        for i in range(0, len(added_rids), 500):
+            part = added_rids[i : i + 500]
+            found = s.all(ROW_SQL.format(where=f"e.rid IN ({','.join('?' * len(part))})"), part)
+            self._append(rows, found, stemmer)
+        st.log_seq = int(logged[-1][0])
 
     def _append(self, rows: VectorRows, found: list[Any], stemmer: Stemmer) -> None:
         texts = [entry_search_text(r[10], r[11], r[12]) for r in found]
@@ -130,7 +134,7 @@ class SavedIndex:
         want = dim or _stored_dim(s)
         if meta.get("dim") != want:
             raise index_file.DamagedIndexFile(f"{meta.get('dim')}-d, the store is {want}-d")
-        st = Stamp(epoch, int(meta["max_rid"]), int(meta["log_seq"]))
+        st = Stamp(epoch, int(meta["log_seq"]))
         if st.log_seq > _log_max(s):
             raise index_file.DamagedIndexFile("it is ahead of the store (a restored file?)")
         rows = VectorRows.from_arrays(want, int(meta["n"]), arrays)
@@ -160,7 +164,6 @@ class SavedIndex:
             "epoch": st.epoch,
             "dim": rows.dim,
             "n": rows.n,
-            "max_rid": st.max_rid,
             "log_seq": st.log_seq,
         }
         try:

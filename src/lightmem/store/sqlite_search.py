@@ -26,11 +26,11 @@ class SQLiteEntryIndex:
     """Vectors in a ``vectors`` table; searched from in-memory columns (exactly, or
     through the IVF index once the store is large), with BM25 over the same rows.
 
-    The SQLite file is the source of truth: new rows (``rid`` above the last seen) and
-    the ``index_log`` of removed row ids, which every process appends to in the
-    transaction that deletes or replaces an entry, bring the columns up to date in place,
-    whichever process wrote. A large store's columns are saved beside it
-    (:mod:`lightmem.store.saved_index`) and read back on open instead of rebuilt."""
+    The SQLite file is the source of truth: the ``index_log`` of written and removed row
+    ids, which every process appends to in the transaction that writes, brings the
+    columns up to date in place, whichever process wrote. A large store's columns are
+    saved beside it (:mod:`lightmem.store.saved_index`) and read back on open instead of
+    rebuilt."""
 
     extra_columns: tuple[str, ...] = ()
 
@@ -51,10 +51,11 @@ class SQLiteEntryIndex:
 
     def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None:
         s.execute("INSERT INTO vectors (rid, vec) VALUES (?, ?)", (rid, vec.tobytes()))
+        s.execute("INSERT INTO index_log (rid, added) VALUES (?, 1)", (rid,))
 
     def before_delete(self, s: Session, rid: int) -> None:
         s.execute("DELETE FROM vectors WHERE rid = ?", (rid,))
-        s.execute("INSERT INTO index_log (rid) VALUES (?)", (rid,))
+        s.execute("INSERT INTO index_log (rid, added) VALUES (?, 0)", (rid,))
 
     def bulk_load(self, load: BulkLoad) -> int:
         n = 0
