@@ -1,14 +1,21 @@
-"""``lightmem bench scale --n N [--dsn DSN]``: load and search N synthetic memories with
-real-dimension (384-d) vectors on each backend, against exact numpy search on the same
-vectors in the same run. Vectors are clustered (about 50 per cluster, as real embeddings
-are); queries are perturbed stored vectors; text queries are words from the same vocabulary."""
+"""``lightmem bench scale --n N [--dsn DSN] [--out FILE]``: load and search N synthetic
+memories with real-dimension (384-d) vectors on each backend, against exact numpy search on
+the same vectors in the same run. Vectors are clustered (about 50 per cluster, as real
+embeddings are); queries are perturbed stored vectors; text queries are words from the same
+vocabulary. Per backend also: an update, delete or restore followed by a search
+(``edit_then_search``), and a fresh process that opens the loaded store, answers one search
+(``open_first_query_s``) and 100 more, and reports its resident memory (``rss_mb``)."""
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,40 +58,53 @@ def run(
     picks = rng.integers(0, n, queries)
     qs = matrix[picks] + 0.3 * rng.standard_normal((queries, DIM)).astype(np.float32) / np.sqrt(DIM)
     qs = (qs / np.linalg.norm(qs, axis=1, keepdims=True)).astype(np.float32)
-    exact = [np.argsort(-(matrix @ q))[:K] for q in qs]
+    exact = [np.argpartition(-(matrix @ q), K)[:K] for q in qs]  # the true top K, any order
     brute = []
     for q in qs:
         t1 = time.perf_counter()
         s = matrix @ q
         np.argpartition(-s, K)[:K]
         brute.append(time.perf_counter() - t1)
-    out: dict[str, Any] = {"n": n, "dim": DIM, "numpy_brute_force": _lat(brute)}
+    out: dict[str, Any] = {
+        "n": n,
+        "dim": DIM,
+        "raw_vectors_mb": round(matrix.nbytes / 2**20, 1),
+        "numpy_brute_force": _lat(brute),
+    }
     with tempfile.TemporaryDirectory(prefix="lightmem-scale-") as tmp:
         from lightmem.store.sqlite import SQLiteStore
 
-        sqlite = SQLiteStore(Path(tmp) / "scale.db")
+        np.save(Path(tmp) / "queries.npy", qs)
+        path = Path(tmp) / "scale.db"
+        sqlite = SQLiteStore(path)
         try:
             load = _load(sqlite, matrix, texts)
             out["sqlite"] = {
                 **load,
                 **_search(sqlite, texts, qs, exact, picks),
                 **_write_then_search(sqlite, qs),
+                "edit_then_search": _edit_then_search(sqlite, qs),
             }
         finally:
             sqlite.close()
-    if dsn:
-        from lightmem.store.postgres import PostgresStore
+        out["sqlite"].update(_fresh_process("sqlite", str(path), Path(tmp) / "queries.npy"))
+        if dsn:
+            from lightmem.store.postgres import PostgresStore
 
-        pg = PostgresStore(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
-        try:
-            result = _load(pg, matrix, texts)
-            for ef in ef_search:
-                pg.ef_search = ef
-                result[f"ef_search={ef}"] = _search(pg, texts, qs, exact, picks)
-            out["postgres"] = {**result, **_write_then_search(pg, qs)}
-        finally:
-            pg.drop()
-            pg.close()
+            schema = f"scale_{uuid.uuid4().hex[:8]}"
+            pg = PostgresStore(dsn, schema=schema)
+            try:
+                result = _load(pg, matrix, texts)
+                for ef in ef_search:
+                    pg.ef_search = ef
+                    result[f"ef_search={ef}"] = _search(pg, texts, qs, exact, picks)
+                result.update(_write_then_search(pg, qs))
+                result["edit_then_search"] = _edit_then_search(pg, qs)
+                result.update(_fresh_process("postgres", dsn, Path(tmp) / "queries.npy", schema))
+                out["postgres"] = result
+            finally:
+                pg.drop()
+                pg.close()
     return out
 
 
@@ -99,7 +119,7 @@ def _load(store: MemoryStore, matrix: np.ndarray, texts: list[str]) -> dict[str,
     return {
         "load_s": round(load_s, 1),
         "load_per_s": round(len(texts) / load_s),
-        # SQLite builds its in-memory vector matrix and BM25 index on the first query.
+        # SQLite builds its search columns (and IVF index, and saves them) on the first query.
         "first_query_s": round(time.perf_counter() - t0, 2),
     }
 
@@ -146,6 +166,38 @@ def _write_then_search(store: MemoryStore, qs: np.ndarray, reps: int = 5) -> dic
         store.vector_search(qs[r], Scope(), Filters(kinds=("entry",)), K)
         times.append(time.perf_counter() - t0)
     return {"search_after_add_p50_ms": round(1000 * statistics.median(times), 2)}
+
+
+def _edit_then_search(store: MemoryStore, qs: np.ndarray) -> dict[str, Any]:
+    """An update, a delete and a restore of stored memories, each followed by a search
+    (timed together): the price of keeping the indexes in step with an edit."""
+    f, times, reps = Filters(kinds=("entry",)), [], min(20, len(qs) // 2)
+    for r in range(reps):
+        t0 = time.perf_counter()
+        old = store.get_entry(f"e{r}", Scope())
+        assert old is not None
+        store.update_entry(replace(old, text=f"edited {r}"), qs[r], "bench")
+        store.vector_search(qs[r], Scope(), f, K)
+        t1 = time.perf_counter()
+        gone = store.delete_entry(f"e{reps + r}", Scope(), "bench")
+        store.vector_search(qs[r], Scope(), f, K)
+        t2 = time.perf_counter()
+        store.restore_entry(gone, qs[reps + r], "bench")
+        store.vector_search(qs[r], Scope(), f, K)
+        times += [t1 - t0, t2 - t1, time.perf_counter() - t2]
+    return {**_lat(times), "edits": len(times)}
+
+
+def _fresh_process(backend: str, target: str, queries: Path, schema: str = "") -> dict[str, Any]:
+    """Open the loaded store in a new process: time to the first answer, then its RSS."""
+    cmd = [sys.executable, "-m", "lightmem.bench.scale_child", backend, target, str(queries)]
+    done = subprocess.run(
+        [*cmd, schema] if schema else cmd, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench child failed ({done.returncode}): {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _entry(entry_id: str, text: str, now: datetime) -> MemoryEntry:

@@ -68,6 +68,8 @@ def add_bench_parser(sub: Any) -> None:
         default="40,100,200,400",
         help="PostgreSQL HNSW ef_search values to measure (comma-separated)",
     )
+    sc.add_argument("--queries", type=count(20), default=200, help="searches per measurement")
+    sc.add_argument("--out", help="also write the JSON here")
     cc = bsub.add_parser("concurrency", help="writer and reader processes on one store")
     cc.add_argument("--writers", type=count(1), default=4)
     cc.add_argument("--readers", type=count(0), default=4)
@@ -166,7 +168,10 @@ def run_bench(args: argparse.Namespace) -> int:
             raise InvalidInputError("--ef-search: comma-separated positive integers") from exc
         if min(efs) < 1:
             raise InvalidInputError("--ef-search: comma-separated positive integers")
-        print(json.dumps(scale.run(args.n, dsn=args.dsn, ef_search=efs), indent=2))
+        result = scale.run(args.n, dsn=args.dsn, queries=args.queries, ef_search=efs)
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
         return 0
     if args.bench == "concurrency":
         import tempfile

@@ -44,6 +44,18 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
         + graph_scope(SQLITE),
     ),
     Migration("task_sessions", task_sessions_table(_TYPES)),
+    # The row id of every entry row written (added = 1) or removed (0), in commit order, so
+    # every process updates its search columns in place (SQLite may reuse a removed row's
+    # id); and the store's identity for its saved search index.
+    Migration(
+        "entry_index_log",
+        """
+CREATE TABLE IF NOT EXISTS index_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, rid INTEGER NOT NULL, added INTEGER NOT NULL
+);
+INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT (key) DO NOTHING
+""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

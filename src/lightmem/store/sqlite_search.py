@@ -1,6 +1,6 @@
-"""SQLite's search pieces: exact numpy vector search and BM25 over an in-memory snapshot of
-the entries (rebuilt or extended when the file changed), and FTS5 + exact vectors for the
-FluxMem graph's nodes."""
+"""SQLite's search pieces: vector search (exact, or IVF on a large store) and BM25 over
+in-memory columns of the entries, kept in step with the file in place and saved beside
+it; and FTS5 + exact vectors for the FluxMem graph's nodes."""
 
 from __future__ import annotations
 
@@ -9,41 +9,39 @@ from typing import Any
 
 import numpy as np
 
+from lightmem.store.ann_index import IndexPolicy, ann_available
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params, top_k
+from lightmem.store.saved_index import SavedIndex, store_epoch
 from lightmem.store.sql import SQLITE, scope_sql
 from lightmem.store.sqlite_db import SQLiteDatabase
-from lightmem.store.text_index import BM25Index, Stemmer
+from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
 from lightmem.store.vector_cache import VectorRows
-from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope, entry_search_text
-
-_CACHE_ROWS = (
-    "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
-    "e.topic_id, e.kind, v.vec, "
-    "CASE WHEN json_valid(e.metadata) THEN json_extract(e.metadata, '$.event_id') END, "
-    "CASE WHEN e.speaker_name != '' THEN e.speaker_name ELSE e.speaker_id END, "
-    "e.original_text, e.context, e.rid "
-    "FROM entries e JOIN vectors v ON v.rid = e.rid WHERE e.rid > ? ORDER BY e.rid"
-)
+from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
 
 class SQLiteEntryIndex:
-    """Vectors in a ``vectors`` table, searched exactly from a cached matrix; BM25 over the
-    same snapshot. Appended entries extend the cache; any other change (an update, delete
-    or restore, counted in ``meta.rewrites`` so other processes see it too) rebuilds it."""
+    """Vectors in a ``vectors`` table; searched from in-memory columns (exactly, or
+    through the IVF index once the store is large), with BM25 over the same rows.
+
+    The SQLite file is the source of truth: the ``index_log`` of written and removed row
+    ids, which every process appends to in the transaction that writes, brings the
+    columns up to date in place, whichever process wrote. A large store's columns are
+    saved beside it (:mod:`lightmem.store.saved_index`) and read back on open instead of
+    rebuilt."""
 
     extra_columns: tuple[str, ...] = ()
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: SQLiteDatabase, policy: IndexPolicy | None = None) -> None:
         self.db = db
+        self.policy = policy or IndexPolicy()
         self.dim: int | None = None
         self.stemmer = Stemmer()
         self.cache: VectorRows | None = None
+        self.saved = SavedIndex(db, self.policy)
         self._seen: tuple[int, int] | None = None  # (data_version, own commits)
-        self._rewrites = 0
-        self._max_rid = 0
 
     def extra_values(self, e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
         return ()
@@ -53,13 +51,11 @@ class SQLiteEntryIndex:
 
     def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None:
         s.execute("INSERT INTO vectors (rid, vec) VALUES (?, ?)", (rid, vec.tobytes()))
+        s.execute("INSERT INTO index_log (rid, added) VALUES (?, 1)", (rid,))
 
     def before_delete(self, s: Session, rid: int) -> None:
         s.execute("DELETE FROM vectors WHERE rid = ?", (rid,))
-        s.execute(
-            "INSERT INTO meta VALUES ('rewrites', '1') ON CONFLICT (key) DO UPDATE "
-            "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
-        )
+        s.execute("INSERT INTO index_log (rid, added) VALUES (?, 0)", (rid,))
 
     def bulk_load(self, load: BulkLoad) -> int:
         n = 0
@@ -79,35 +75,60 @@ class SQLiteEntryIndex:
             problems.append(f"index mismatch: {n_e} entries, {n_v} vectors")
         return problems
 
-    # -- search -------------------------------------------------------------------------
+    # -- keeping the columns in step with the file ----------------------------------------
     def rows(self) -> VectorRows:
-        """The search cache, brought up to date with the file."""
-        # Under the database's lock (a read): one snapshot for the counter and the rows.
+        """The search columns, brought up to date with the file."""
+        # Under the database's lock (a read): one snapshot for the counters and the rows,
+        # and one catch-up (or save) at a time.
         with self.db.read() as s:
             seen = (self.db.data_version(), self.db.commits)
             cache = self.cache
             if cache is not None and seen == self._seen:
                 return cache
-            found = s.one("SELECT value FROM meta WHERE key = 'rewrites'")
-            rewrites = int(found[0]) if found else 0
-            if cache is None or rewrites != self._rewrites:
-                cache, self._max_rid = None, 0
-            rows = s.all(_CACHE_ROWS, (self._max_rid,))
-            texts = [entry_search_text(r[10], r[11], r[12]) for r in rows]
+            built = False
+            if cache is not None and self.saved.state.epoch != store_epoch(s):
+                cache = None  # the file was replaced under us
             if cache is None:
-                dim = self.dim or (len(rows[0][8]) // 4 if rows else 0)
-                cache = VectorRows.build(rows, dim, BM25Index.build(texts, self.stemmer))
-            elif rows:
-                cache = cache.extended(rows, cache.text.extended(texts, self.stemmer))
-            if rows:
-                self._max_rid = int(rows[-1][13])
-            self.cache, self._seen, self._rewrites = cache, seen, rewrites
+                cache = self.saved.load(s, self.dim, self.stemmer)
+            if cache is None:
+                cache, built = self.saved.build(s, self.dim, self.stemmer), True
+            else:
+                self.saved.catch_up(s, cache, self.stemmer)
+            if cache.n_dead >= 1024 and cache.n_dead > cache.n_alive:
+                cache, built = self.saved.build(s, self.dim, self.stemmer), True  # compact
+            built = self._grow_ann(cache) or built
+            self.cache, self._seen = cache, seen
+            if built:
+                self.saved.save(cache, force=True)
             return cache
 
+    def _grow_ann(self, cache: VectorRows) -> bool:
+        """Train the IVF index once the store is large (again when it grew fourfold)."""
+        ann = cache.ann
+        if cache.n_alive < self.policy.ann_min_rows or not ann_available():
+            return False
+        if ann is not None and cache.n <= 4 * ann.trained_rows:
+            return False
+        cache.build_ann()
+        return True
+
+    def close(self) -> None:
+        """Save the columns if they moved on enough from the saved copy."""
+        with self.db.read():
+            if self.cache is not None:
+                self.saved.save(self.cache, force=False)
+
+    def after_purge(self) -> None:
+        """Purged rows are tombstoned and zeroed in memory by the catch-up; the saved file
+        is rewritten without them (or removed, if the store is no longer large)."""
+        with self.db.read():
+            self.saved.rewrite(self.rows())
+
+    # -- search -------------------------------------------------------------------------
     def vector_search(
         self, query: Vector, scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
-        return self.rows().search(query, scope, filters, k)
+        return self.rows().search(query, scope, filters, k, self.policy)
 
     def text_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
@@ -115,16 +136,16 @@ class SQLiteEntryIndex:
         if not terms or k <= 0:
             return []
         rows = self.rows()
-        hits = rows.text.search(terms, self.stemmer, rows.mask(scope, filters), k)
+        alive = rows.alive if rows.n_dead else None
+        hits = rows.text.search(terms, self.stemmer, rows.mask(scope, filters), k, alive)
         return [(str(rows.ids[i]), score) for i, score in hits]
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         rows = self.rows()
         m = rows.mask(scope, filters)
-        groups = rows.groups()
         if m is None:
-            return [str(i) for i in rows.ids], rows.matrix, [str(g) for g in groups]
-        return [str(i) for i in rows.ids[m]], rows.matrix[m], [str(g) for g in groups[m]]
+            return [str(i) for i in rows.ids], rows.matrix, rows.groups(None)
+        return [str(i) for i in rows.ids[m]], rows.matrix[m], rows.groups(m)
 
 
 class SQLiteNodeIndex:

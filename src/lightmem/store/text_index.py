@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,35 +45,56 @@ class Stemmer:
         return out
 
 
-@dataclass(frozen=True, slots=True)
 class BM25Index:
     """Term frequencies per term and document lengths; BM25 weights are computed at query
-    time from the current collection statistics, so appending documents is cheap."""
+    time from the current collection statistics, so appending documents is cheap.
 
-    n_docs: int
-    postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
-    lengths: npt.NDArray[np.float32]
-    total_length: float
+    Rows are appended in place (:meth:`append`) and removed by tombstone
+    (:meth:`remove`): a removed row stays in the postings but leaves the collection
+    statistics, and searches given the ``alive`` mask skip it and leave it out of the
+    document frequencies, so scores equal those of an index built over the live rows. A
+    search on another thread sees the rows that were complete when it started.
+    """
+
+    def __init__(self) -> None:
+        self.postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        self._lengths = np.zeros(1024, dtype=np.float32)
+        self.n_rows = 0  # rows ever appended (live and removed)
+        self.n_docs = 0  # live rows
+        self.total_length = 0.0  # of live rows
+
+    @property
+    def lengths(self) -> npt.NDArray[np.float32]:
+        return self._lengths[: self.n_rows]
 
     @classmethod
     def empty(cls) -> BM25Index:
-        return cls(0, {}, np.zeros(0, dtype=np.float32), 0.0)
+        return cls()
 
     @classmethod
     def build(cls, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
-        return cls.empty().extended(texts, stemmer)
+        index = cls()
+        index.append(texts, stemmer)
+        return index
 
-    def extended(self, texts: Sequence[str], stemmer: Stemmer) -> BM25Index:
-        """A new index with ``texts`` appended as rows ``n_docs, n_docs + 1, ...``; this
-        one is left unchanged (readers may still hold it)."""
+    def append(self, texts: Sequence[str], stemmer: Stemmer) -> None:
+        """Index ``texts`` as rows ``n_rows, n_rows + 1, ...``."""
         docs = [Counter(stemmer.tokens(t)) for t in texts]
+        start, m = self.n_rows, len(docs)
         by_term: dict[str, tuple[list[int], list[int]]] = {}
-        for i, counts in enumerate(docs, start=self.n_docs):
+        for i, counts in enumerate(docs, start=start):
             for term, tf in counts.items():
                 entry = by_term.setdefault(term, ([], []))
                 entry[0].append(i)
                 entry[1].append(tf)
-        postings = dict(self.postings)
+        new_lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
+        lengths = self._lengths
+        if lengths.shape[0] < start + m:
+            lengths = np.zeros(max(start + m, 2 * lengths.shape[0]), dtype=np.float32)
+            lengths[:start] = self._lengths[:start]
+        lengths[start : start + m] = new_lengths
+        self._lengths = lengths  # before the postings that point at the new rows
+        postings = self.postings
         for term, (rows, tfs) in by_term.items():
             r = np.array(rows, dtype=np.int64)
             f = np.array(tfs, dtype=np.float32)
@@ -81,18 +102,16 @@ class BM25Index:
             postings[term] = (
                 (r, f)
                 if old is None
-                else (
-                    np.concatenate([old[0], r]),
-                    np.concatenate([old[1], f]),
-                )
+                else (np.concatenate([old[0], r]), np.concatenate([old[1], f]))
             )
-        new_lengths = np.array([sum(d.values()) for d in docs], dtype=np.float32)
-        return BM25Index(
-            self.n_docs + len(docs),
-            postings,
-            np.concatenate([self.lengths, new_lengths]),
-            self.total_length + float(new_lengths.sum()),
-        )
+        self.n_rows = start + m
+        self.n_docs += m
+        self.total_length += float(new_lengths.sum())
+
+    def remove(self, rows: npt.NDArray[np.int64]) -> None:
+        """Take live ``rows`` out of the statistics (the caller's alive mask hides them)."""
+        self.n_docs -= int(rows.size)
+        self.total_length -= float(self._lengths[rows].sum())
 
     def search(
         self,
@@ -100,27 +119,89 @@ class BM25Index:
         stemmer: Stemmer,
         mask: npt.NDArray[np.bool_] | None,
         k: int,
+        alive: npt.NDArray[np.bool_] | None = None,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` (row, score) for the query terms among rows allowed by ``mask``."""
+        """Top ``k`` (row, score) for the query terms among rows allowed by ``mask``;
+        ``alive`` marks the rows not removed (None: all are)."""
         stems = {s for t in terms for s in stemmer.tokens(t)}
         hits = [self.postings[s] for s in stems if s in self.postings]
-        if not hits or k <= 0:
-            return []
         n = self.n_docs
+        if not hits or k <= 0 or n <= 0:
+            return []
+        lengths = self._lengths
         avg = self.total_length / n or 1.0
-        scores = np.zeros(n, dtype=np.float32)
+        scores = np.zeros(lengths.shape[0], dtype=np.float32)
         for rows, tf in hits:
+            df = rows.size if alive is None else int(np.count_nonzero(alive[rows]))
             # FTS5's idf, floored so very common terms still count a little
-            idf = max(1e-6, math.log((n - rows.size + 0.5) / (rows.size + 0.5)))
-            norm = K1 * (1 - B + B * self.lengths[rows] / avg)
+            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+            norm = K1 * (1 - B + B * lengths[rows] / avg)
             scores[rows] += idf * tf * (K1 + 1) / (tf + norm)  # rows unique within a term
         cand = np.unique(np.concatenate([rows for rows, _ in hits]))
-        if mask is not None:
-            cand = cand[mask[cand]]
+        for allowed in (alive, mask):
+            if allowed is not None:
+                cand = cand[cand < allowed.shape[0]]
+                cand = cand[allowed[cand]]
         if cand.size == 0:
             return []
         k = min(k, cand.size)
         sub = scores[cand]
         top = np.argpartition(-sub, k - 1)[:k]
-        top = top[np.argsort(-sub[top], kind="stable")]
+        top = top[np.lexsort((cand[top], -sub[top]))]  # ties: the earlier row first
         return [(int(cand[i]), float(sub[i])) for i in top]
+
+    # -- persistence ------------------------------------------------------------------
+    def to_arrays(self, alive: npt.NDArray[np.bool_]) -> dict[str, npt.NDArray[Any]]:
+        """The postings of the ``alive`` rows and every row's length (0 for the others) as
+        flat arrays; :meth:`from_arrays` reads them back."""
+        names, counts, all_rows, all_tfs = [], [], [], []
+        for term, (rows, tfs) in self.postings.items():
+            live = alive[rows]
+            if not live.any():
+                continue
+            names.append(term)
+            counts.append(int(np.count_nonzero(live)))
+            all_rows.append(rows[live])
+            all_tfs.append(tfs[live])
+        return {
+            "bm25_terms": np.frombuffer("\x00".join(names).encode(), dtype=np.uint8),
+            "bm25_counts": np.array(counts, dtype=np.int64),
+            "bm25_rows": np.concatenate(all_rows) if all_rows else np.zeros(0, np.int64),
+            "bm25_tfs": np.concatenate(all_tfs) if all_tfs else np.zeros(0, np.float32),
+            "bm25_lengths": np.where(alive, self.lengths, np.float32(0)),
+        }
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: dict[str, npt.NDArray[Any]], alive: npt.NDArray[np.bool_]
+    ) -> BM25Index:
+        return cls().load_arrays(arrays, alive)
+
+    def load_arrays(
+        self, arrays: dict[str, npt.NDArray[Any]], alive: npt.NDArray[np.bool_]
+    ) -> BM25Index:
+        """Take the index saved by :meth:`to_arrays` (this object is new and empty)."""
+        raw = arrays["bm25_terms"].tobytes().decode()
+        names = raw.split("\x00") if raw else []
+        counts = arrays["bm25_counts"]
+        rows = arrays["bm25_rows"].astype(np.int64, copy=False)
+        tfs = arrays["bm25_tfs"].astype(np.float32, copy=False)
+        lengths = arrays["bm25_lengths"].astype(np.float32, copy=False)
+        if (
+            len(names) != counts.size
+            or int(counts.sum()) != rows.size
+            or rows.size != tfs.size
+            or lengths.size != alive.size
+        ):
+            raise ValueError("BM25 sections disagree in size")
+        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= lengths.size):
+            raise ValueError("BM25 postings point past the rows")
+        start = 0
+        for name, end in zip(names, np.cumsum(counts).tolist(), strict=True):
+            self.postings[name] = (rows[start:end], tfs[start:end])
+            start = end
+        self._lengths = np.concatenate([lengths, np.zeros(1024, dtype=np.float32)])
+        self.n_rows = lengths.size
+        self.n_docs = int(np.count_nonzero(alive))
+        self.total_length = float(lengths[alive].sum())
+        return self

@@ -1,164 +1,313 @@
-"""Exact in-memory vector search (and the BM25 index) over a snapshot of the store.
+"""The in-memory search columns of the embedded store: vectors, filter columns and the
+BM25 index, one row per stored entry version, searched exactly or through the IVF index.
 
-The cache is derived state: the owning store rebuilds it whenever the database changed
-(its own writes, or another process's commits seen through ``PRAGMA data_version``).
+Derived state, kept in step with the file by its owner (:mod:`lightmem.store.sqlite_search`):
+rows are appended in place into spare capacity, and a deleted or replaced entry's row is
+tombstoned (``alive`` false), never moved, so row positions stay the keys of the BM25
+postings and the IVF index. A search on another thread reads the first ``n`` rows as they
+were when it started.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.store.text_index import BM25Index
+from lightmem.store.ann_index import IndexPolicy, IVFIndex
+from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.types import Filters, Scope
 
+#: Filter columns (object arrays) and their place in a row of
+#: :data:`lightmem.store.sqlite_search.ROW_SQL`.
+COLUMNS = {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7, "event": 9}
+VEC, TS, RID = 8, 4, 13
 
-@dataclass(slots=True)
+
+def _grown(buf: npt.NDArray[Any], need: int) -> npt.NDArray[Any]:
+    """``buf`` if it holds ``need`` rows, else a larger copy (old readers keep the old)."""
+    if buf.shape[0] >= need:
+        return buf
+    out = np.empty((max(need, 2 * buf.shape[0], 1024), *buf.shape[1:]), dtype=buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
 class VectorRows:
-    """Column arrays for every stored entry, aligned with the rows of ``matrix``.
+    """Column buffers with spare capacity; the first ``n`` rows are the data."""
 
-    A snapshot: :meth:`extended` returns a new one with rows appended and leaves this one
-    as it was, so a search running on another thread never sees columns of two lengths.
-    """
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.n = 0
+        self.n_dead = 0
+        self._ids = np.empty(0, dtype=object)
+        self._rids = np.empty(0, dtype=np.int64)
+        self._matrix = np.empty((0, dim), dtype=np.float32)
+        self._ts = np.empty(0, dtype=np.float64)
+        self._alive = np.empty(0, dtype=np.bool_)
+        self._cols = {name: np.empty(0, dtype=object) for name in COLUMNS}
+        self._kind_masks: dict[tuple[str, ...], tuple[npt.NDArray[np.bool_], int]] = {}
+        self.text = BM25Index()
+        self.ann: IVFIndex | None = None
 
-    ids: npt.NDArray[np.object_]
-    matrix: npt.NDArray[np.float32]
-    user: npt.NDArray[np.object_]
-    agent: npt.NDArray[np.object_]
-    run: npt.NDArray[np.object_]
-    ts: npt.NDArray[np.float64]
-    speaker: npt.NDArray[np.object_]
-    topic: npt.NDArray[np.object_]
-    kind: npt.NDArray[np.object_]
-    event: npt.NDArray[np.object_]
-    text: BM25Index
-    _kind_masks: dict[tuple[str, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
-    # ``matrix`` is a view of the first rows of this buffer; appends fill the spare rows
-    # (which no older snapshot can see) instead of copying the whole matrix each time.
-    # ``_filled`` (shared by the snapshots of one buffer) says how many rows are taken, so
-    # only the newest snapshot may append in place.
-    _buffer: npt.NDArray[np.float32] | None = None
-    _filled: list[int] = field(default_factory=lambda: [0])
+    # -- views ------------------------------------------------------------------------
+    @property
+    def ids(self) -> npt.NDArray[np.object_]:
+        return self._ids[: self.n]
 
-    @classmethod
-    def build(cls, rows: Sequence[tuple[object, ...]], dim: int, text: BM25Index) -> VectorRows:
-        """``rows``: (id, user, agent, run, ts, speaker_lower, topic, kind, vector_blob,
-        event_id, ...); ``text`` indexes the same rows in the same order."""
-        empty = np.zeros(0, dtype=object)
-        start = cls(
-            empty,
-            np.zeros((0, dim), dtype=np.float32),
-            empty,
-            empty,
-            empty,
-            np.zeros(0, dtype=np.float64),
-            empty,
-            empty,
-            empty,
-            empty,
-            BM25Index.empty(),
-        )
-        return start.extended(rows, text)
+    @property
+    def rids(self) -> npt.NDArray[np.int64]:
+        return self._rids[: self.n]
 
-    def extended(self, rows: Sequence[tuple[object, ...]], text: BM25Index) -> VectorRows:
-        """A snapshot with ``rows`` appended (same layout as :meth:`build`); ``text`` is the
-        BM25 index over all rows, old and new."""
-        n, m, dim = len(self.ids), len(rows), self.matrix.shape[1]
-        buf, filled = self._buffer, self._filled
-        if buf is None or buf.shape[0] < n + m or filled[0] != n:
-            buf = np.empty((max(n + m, 2 * n, 1024), dim), dtype=np.float32)
-            buf[:n] = self.matrix
-            filled = [n]
+    @property
+    def matrix(self) -> npt.NDArray[np.float32]:
+        return self._matrix[: self.n]
+
+    @property
+    def alive(self) -> npt.NDArray[np.bool_]:
+        return self._alive[: self.n]
+
+    @property
+    def n_alive(self) -> int:
+        return self.n - self.n_dead
+
+    def column(self, name: str) -> npt.NDArray[np.object_]:
+        return self._cols[name][: self.n]
+
+    # -- changes ----------------------------------------------------------------------
+    def append(
+        self, rows: Sequence[tuple[Any, ...]], texts: Sequence[str], stemmer: Stemmer
+    ) -> None:
+        """Append ``rows`` (the layout of ``ROW_SQL``) whose search texts are ``texts``."""
+        n, m = self.n, len(rows)
+        if m == 0:
+            return
+        end = n + m
+        self._matrix = _grown(self._matrix, end)
         for i, r in enumerate(rows, start=n):
-            buf[i] = np.frombuffer(r[8], dtype=np.float32)  # type: ignore[call-overload]
+            self._matrix[i] = np.frombuffer(r[VEC], dtype=np.float32)
+        self._ids = _grown(self._ids, end)
+        self._ids[n:end] = [r[0] for r in rows]
+        self._rids = _grown(self._rids, end)
+        self._rids[n:end] = [r[RID] for r in rows]
+        self._ts = _grown(self._ts, end)
+        self._ts[n:end] = [np.nan if r[TS] is None else r[TS] for r in rows]
+        self._alive = _grown(self._alive, end)
+        self._alive[n:end] = True
+        for name, j in COLUMNS.items():
+            buf = self._cols[name] = _grown(self._cols[name], end)
+            buf[n:end] = [r[j] for r in rows]
+        self.text.append(texts, stemmer)
+        if self.ann is not None:
+            self.ann.add(n, self._matrix[n:end])
+        self.n = end
 
-        def col(j: int, old: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
-            return np.concatenate([old, np.array([r[j] for r in rows], dtype=object)])
+    def remove(self, rids: Sequence[int]) -> int:
+        """Tombstone the live rows of these row ids; how many there were."""
+        if not rids:
+            return 0
+        wanted = np.array(rids, dtype=np.int64)
+        # kind="table": one pass over the rows (the default sorts them for long lists)
+        pos = np.flatnonzero(np.isin(self.rids, wanted, kind="table") & self.alive)
+        self._alive[pos] = False
+        self._matrix[pos] = 0.0  # never read again; and a purged vector leaves memory
+        self.text.remove(pos)
+        self.n_dead += int(pos.size)
+        return int(pos.size)
 
-        ts = np.array([np.nan if r[4] is None else r[4] for r in rows], dtype=np.float64)
-        filled[0] = n + m
-        kind = col(7, self.kind)
-        # Kind masks are asked for on every query: extend them rather than recompute.
-        masks = {
-            kinds: np.concatenate([mask, np.isin(kind[n:], np.array(kinds, dtype=object))])
-            for kinds, mask in self._kind_masks.items()
-        }
-        return VectorRows(
-            col(0, self.ids),
-            buf[: n + m],
-            col(1, self.user),
-            col(2, self.agent),
-            col(3, self.run),
-            np.concatenate([self.ts, ts]),
-            col(5, self.speaker),
-            col(6, self.topic),
-            kind,
-            col(9, self.event),
-            text,
-            _kind_masks=masks,
-            _buffer=buf,
-            _filled=filled,
-        )
+    def build_ann(self) -> None:
+        """Train the IVF index on the current rows (removed rows are trained on too and
+        skipped by every search)."""
+        self.ann = IVFIndex.train(self.matrix)
 
-    def mask(self, scope: Scope, filters: Filters) -> npt.NDArray[np.bool_] | None:
-        """Rows that pass the scope and filters; None when nothing is filtered."""
-        m: npt.NDArray[np.bool_] | None = None
+    # -- filters ----------------------------------------------------------------------
+    def mask(
+        self, scope: Scope, filters: Filters, n: int | None = None
+    ) -> npt.NDArray[np.bool_] | None:
+        """Live rows (of the first ``n``) that pass the scope and filters; None when every
+        row passes."""
+        n = self.n if n is None else n
+        m: npt.NDArray[np.bool_] | None = self._alive[:n].copy() if self.n_dead else None
 
         def both(new: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
             return new if m is None else m & new
 
-        if scope.user_id:
-            m = both(self.user == scope.user_id)
-        if scope.agent_id:
-            m = both(self.agent == scope.agent_id)
-        if scope.run_id:
-            m = both(self.run == scope.run_id)
+        for name, value in (
+            ("user", scope.user_id),
+            ("agent", scope.agent_id),
+            ("run", scope.run_id),
+            ("topic", filters.topic_id),
+            ("event", filters.event_id),
+        ):
+            if value:
+                m = both(self._cols[name][:n] == value)
+        ts = self._ts[:n]
         if filters.time_from is not None:
-            m = both(self.ts >= filters.time_from.timestamp())
+            m = both(ts >= filters.time_from.timestamp())
         if filters.time_to is not None:
-            m = both(self.ts <= filters.time_to.timestamp())
+            m = both(ts <= filters.time_to.timestamp())
         if filters.speaker is not None:
-            m = both(self.speaker == filters.speaker.lower())
-        if filters.topic_id is not None:
-            m = both(self.topic == filters.topic_id)
+            m = both(self._cols["speaker"][:n] == filters.speaker.lower())
         if filters.kinds is not None:
-            km = self._kind_masks.get(filters.kinds)
-            if km is None:  # a handful of kind sets recur on every query: compute once
-                km = self._kind_masks[filters.kinds] = np.isin(
-                    self.kind, np.array(filters.kinds, dtype=object)
-                )
-            m = both(km)
-        if filters.event_id is not None:
-            m = both(self.event == filters.event_id)
+            m = both(self._kind_mask(filters.kinds, n))
         return m
 
-    def groups(self) -> npt.NDArray[np.object_]:
-        """Exact scope of each row as one comparable key."""
-        return np.array(
-            [f"{u}\x1f{a}\x1f{r}" for u, a, r in zip(self.user, self.agent, self.run, strict=True)],
-            dtype=object,
-        )
+    def _kind_mask(self, kinds: tuple[str, ...], n: int) -> npt.NDArray[np.bool_]:
+        # A handful of kind sets recur on every query: compute once, extend on appends.
+        buf, filled = self._kind_masks.get(kinds, (np.empty(0, dtype=np.bool_), 0))
+        if filled < n:
+            buf = _grown(buf, n)
+            buf[filled:n] = np.isin(self._cols["kind"][filled:n], np.array(kinds, dtype=object))
+            self._kind_masks[kinds] = (buf, n)
+        return buf[:n]
 
+    def groups(self, m: npt.NDArray[np.bool_] | None) -> list[str]:
+        """Exact scope of each row (of those ``m`` allows) as one comparable key."""
+        cols = [
+            self.column(c) if m is None else self.column(c)[m] for c in ("user", "agent", "run")
+        ]
+        return [f"{u}\x1f{a}\x1f{r}" for u, a, r in zip(*cols, strict=True)]
+
+    # -- search -----------------------------------------------------------------------
     def search(
-        self, query: npt.NDArray[np.float32], scope: Scope, filters: Filters, k: int
+        self,
+        query: npt.NDArray[np.float32],
+        scope: Scope,
+        filters: Filters,
+        k: int,
+        policy: IndexPolicy,
     ) -> list[tuple[str, float]]:
-        if len(self.ids) == 0 or k <= 0:
+        n = self.n
+        if n == 0 or k <= 0:
             return []
-        m = self.mask(scope, filters)
-        # Score every row (one matrix-vector product, as brute force would) and mask the
-        # scores: gathering the allowed rows first would copy the matrix on every query.
-        # A float64 query would upcast the whole matrix on every search.
-        scores = self.matrix @ np.asarray(query, dtype=np.float32)
-        if m is not None:
-            allowed = int(m.sum())
-            if allowed == 0:
-                return []
-            scores = np.where(m, scores, -np.inf)
-            k = min(k, allowed)
-        k = min(k, scores.shape[0])
+        q = np.asarray(query, dtype=np.float32)  # a float64 query would upcast the matrix
+        m = self.mask(scope, filters, n)
+        allowed = self.n_alive if m is None else int(np.count_nonzero(m))
+        if allowed == 0:
+            return []
+        if m is not None and allowed == n:
+            m = None
+        k = min(k, allowed)
+        matrix = self._matrix[:n]
+        if self.ann is not None:
+            # A large store: IVF candidates, or (few rows pass the filter) those rows.
+            if allowed > policy.exact_allowed:
+                cand = self._candidates(q, m, n, k, policy)
+            else:
+                cand = np.arange(n) if m is None else np.flatnonzero(m)
+            scores = matrix[cand] @ q
+        else:
+            # Score every row and mask the scores: gathering rows would copy the matrix.
+            cand = np.arange(n)
+            scores = matrix @ q
+            if m is not None:
+                scores = np.where(m, scores, -np.inf)
+        k = min(k, cand.size)
+        if k == 0:
+            return []
         top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(str(self.ids[i]), float(scores[i])) for i in top]
+        top = top[np.lexsort((cand[top], -scores[top]))]
+        ids = self._ids
+        return [(str(ids[cand[i]]), float(scores[i])) for i in top]
+
+    def _candidates(
+        self,
+        q: npt.NDArray[np.float32],
+        m: npt.NDArray[np.bool_] | None,
+        n: int,
+        k: int,
+        policy: IndexPolicy,
+    ) -> npt.NDArray[np.int64]:
+        """IVF candidates (live rows that ``m`` allows) to re-rank: the probe is widened
+        until the pool is full (or holds every allowed row), so a filter that leaves few
+        rows still gets ``k`` results."""
+        ann = self.ann
+        assert ann is not None
+        allowed = n if m is None else int(np.count_nonzero(m))
+        want = max(policy.rerank * k, policy.min_candidates)
+        nprobe = policy.nprobe
+        while True:
+            cand = ann.candidates(q, want, m, nprobe)
+            cand = cand[cand < n]
+            if cand.size >= min(want, allowed) or nprobe >= ann.nlist:
+                return cand
+            nprobe *= 4
+
+    # -- persistence ------------------------------------------------------------------
+    def to_arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """Every section of the saved index (removed rows keep their slot, emptied)."""
+        n, alive = self.n, self.alive
+        dead = np.flatnonzero(~alive)
+        ids = ["" if not a else str(i) for i, a in zip(self.ids, alive, strict=True)]
+        out: dict[str, npt.NDArray[Any]] = {
+            "matrix": self.matrix,  # removed rows were zeroed
+            "rids": self.rids,
+            "ts": self._ts[:n],
+            "alive": alive,
+            "ids": np.frombuffer("\x00".join(ids).encode(), dtype=np.uint8),
+        }
+        for name in COLUMNS:
+            codes, vocab = _encode(self.column(name))
+            out[f"col_{name}"] = codes
+            out[f"vocab_{name}"] = np.frombuffer(json.dumps(vocab).encode(), dtype=np.uint8)
+        out.update(self.text.to_arrays(alive))
+        if self.ann is not None:
+            self.ann.remove(dead)  # removed rows' codes go with the rows
+            out["ivf"] = self.ann.to_bytes()
+        return out
+
+    @classmethod
+    def from_arrays(cls, dim: int, n: int, arrays: dict[str, npt.NDArray[Any]]) -> VectorRows:
+        """The columns saved by :meth:`to_arrays` (buffers with spare rows past ``n``)."""
+        return cls(dim).load_arrays(n, arrays)
+
+    def load_arrays(self, n: int, arrays: dict[str, npt.NDArray[Any]]) -> VectorRows:
+        """Take the ``n`` rows of ``arrays`` (this object is new and empty)."""
+        matrix = arrays["matrix"]
+        if matrix.ndim != 2 or matrix.shape[1] != self.dim or matrix.shape[0] < n:
+            raise ValueError("saved vectors have the wrong shape")
+        ids = arrays["ids"][:].tobytes().decode().split("\x00") if n else []
+        if len(ids) != n:
+            raise ValueError("saved ids disagree with the row count")
+        self._matrix = matrix
+        self._rids = arrays["rids"]
+        self._ts = arrays["ts"]
+        self._alive = arrays["alive"]
+        for buf in (self._rids, self._ts, self._alive):
+            if buf.shape[0] < n:
+                raise ValueError("saved columns disagree with the row count")
+        self._ids = _with_spare(np.array(ids, dtype=object), matrix.shape[0])
+        for name in COLUMNS:
+            vocab = json.loads(arrays[f"vocab_{name}"].tobytes().decode())
+            codes = arrays[f"col_{name}"]
+            if codes.shape[0] != n or (n and int(codes.max()) >= len(vocab)):
+                raise ValueError(f"saved column {name!r} is inconsistent")
+            values = np.empty(len(vocab), dtype=object)
+            values[:] = vocab
+            self._cols[name] = _with_spare(values[codes], matrix.shape[0])
+        self.n = n
+        self.n_dead = n - int(np.count_nonzero(self.alive))
+        self.text = BM25Index.from_arrays(arrays, self.alive)
+        if "ivf" in arrays:
+            self.ann = IVFIndex.from_bytes(arrays["ivf"], n)
+            if self.ann.ntotal != self.n_alive:
+                raise ValueError("saved vector index disagrees with the rows")
+        return self
+
+
+def _encode(col: npt.NDArray[np.object_]) -> tuple[npt.NDArray[np.int32], list[Any]]:
+    """Codes into a list of the distinct values (JSON-able: str, int, float, None)."""
+    lookup: dict[Any, int] = {}
+    codes = np.fromiter(
+        (lookup.setdefault(v, len(lookup)) for v in col.tolist()), dtype=np.int32, count=col.size
+    )
+    return codes, list(lookup)
+
+
+def _with_spare(values: npt.NDArray[np.object_], capacity: int) -> npt.NDArray[np.object_]:
+    out = np.empty(max(capacity, values.shape[0]), dtype=object)
+    out[: values.shape[0]] = values
+    return out
