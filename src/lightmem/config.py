@@ -77,6 +77,7 @@ class Settings:
     text_summary: bool = True
     memory_manager: str = "offline"
     context_window: int = 1
+    resolve_time: bool = True
     llm: LLMSettings | None = None
     index_strategy: str = "hybrid"
     embedder: str = "wordllama"
@@ -158,6 +159,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     mm = root.section("memory_manager")
     s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline", "openai"))
     mmc = mm.section("configs")
+    s["resolve_time"] = mmc.get_bool("resolve_time", True)
     if s["memory_manager"] == "offline":
         s["context_window"] = mmc.get_int("context_window", 1, 0, 16)
     else:
@@ -216,6 +218,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         dense_weight=rv.get_float("dense_weight", 1.0, 0.0, 100.0),
         text_weight=rv.get_float("text_weight", 1.0, 0.0, 100.0),
         topics=rv.get_int("topics", 2, 0, 100),
+        time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
     )
     rv.done()
     cr = root.section("context_retriever")

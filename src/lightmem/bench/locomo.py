@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lightmem.bench import qa_prompts
+from lightmem.bench import locomo_time, qa_prompts
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
@@ -151,8 +151,10 @@ def run(
                             "any_evidence": bool(ev & got),
                         }
                     )
+                    context = mem.format_context(results)
+                    questions[-1].update(locomo_time.answer_in_context(qa.get("answer"), context))
                     if qa_client is not None:
-                        questions[-1].update(_qa(qa_client, qa, mem.format_context(results)))
+                        questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
                     agg = usage.setdefault((rec["kind"], rec["op"]), dict.fromkeys(_USAGE, 0))
                     for k in _USAGE:
@@ -261,7 +263,11 @@ def summarize(
     by_cat = {}
     for cat in (1, 2, 3, 4):
         qs = [q for q in questions if q["category"] == cat]
-        by_cat[str(cat)] = {"n": len(qs), "all_evidence_recall": rate("all_evidence", qs)}
+        by_cat[str(cat)] = {
+            "n": len(qs),
+            "all_evidence_recall": rate("all_evidence", qs),
+            **locomo_time.share(qs),
+        }
     lat = sorted(latencies)
     return {
         "questions": len(questions),

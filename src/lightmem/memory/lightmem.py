@@ -24,7 +24,7 @@ from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.memory.params import ROLES, retrieve_params, scorer
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
-from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager, retimed
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor, IngestResult
 from lightmem.pipeline.messages import normalize_messages
@@ -102,6 +102,7 @@ class LightMemory:
             compressed_text=s.text_summary,
             roles=ROLES.get(s.messages_use),
             context_window=s.context_window,
+            resolve_time=s.resolve_time,
         )
         self.updater = updater or OfflineUpdater()
         store.bind_embedder(embedder.name, embedder.dim)
@@ -147,6 +148,7 @@ class LightMemory:
                 scorer(compressor, settings),
                 batch_tokens=settings.llm.batch_tokens,
                 mode="event" if settings.extraction_mode == "event" else "flat",
+                resolve_time=settings.resolve_time,
             )
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
@@ -288,7 +290,8 @@ class LightMemory:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("text: expected a non-empty string")
         check_text(text, "text")
-        new = replace(entry, text=text, original_text=text)
+        when = retimed(entry, text, self.settings.resolve_time)
+        new = replace(entry, text=text, original_text=text, event_time=when)
         vec = self.embedder.embed([new.search_text], op="update")[0]
         out = self.store.update_entry(new, vec, "manual update")
         self._save_usage()

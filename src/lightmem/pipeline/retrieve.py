@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lightmem.embed.base import Embedder
+from lightmem.pipeline import time_match
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms, estimate_tokens
@@ -34,17 +35,20 @@ class RetrieveParams:
     text_weight: float = 1.0
     topics: int = 2
     topic_bonus: float = 0.5
+    time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
 
 
 def format_line(entry: MemoryEntry) -> str:
     """How one memory appears under its date header in prompt context: on one line, the
-    speaker as one token (quoted when it holds a colon, a quote or a line break)."""
+    speaker as one token (quoted when it holds a colon, a quote or a line break), then the
+    time it speaks of when one was resolved, e.g. "(week of 29 May 2023)"."""
     if entry.kind == "summary":
         return f"- (topic) {inline(entry.text)}"
+    when = f" ({entry.event_time.label()})" if entry.event_time else ""  # resolved time
     if entry.kind == "event":
-        return f"- (event) {inline(entry.text)}"
+        return f"- (event) {inline(entry.text)}{when}"
     who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
-    return f"- {who}{inline(entry.text)}"
+    return f"- {who}{inline(entry.text)}{when}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -104,7 +108,11 @@ class Retriever:
             return self._hierarchical(query, scope, filters, p)
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         fused = self._fused(query, scope, f, p, p.mode)
-        return self._pack(fused, p)
+        return self._pack(self._timed(query, fused, p), p)
+
+    def _timed(self, query: str, ranked: list[ScoredId], p: RetrieveParams) -> list[ScoredId]:
+        tq = time_match.TimeQuery.of(query)
+        return time_match.lift(ranked, tq, self._store.get_entries, p.time_weight, p.rrf_k)
 
     def _fused(
         self, query: str, scope: Scope, f: Filters, p: RetrieveParams, mode: str
@@ -141,7 +149,7 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        return self._pack(top + hits, p)
+        return self._pack(top + self._timed(query, hits, p), p)
 
     def _pack(self, ranked: list[ScoredId], p: RetrieveParams) -> list[RetrievalResult]:
         out: list[RetrievalResult] = []

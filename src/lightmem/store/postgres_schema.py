@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
 from lightmem.store.sql import POSTGRES
@@ -34,4 +35,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         + ";\nCREATE INDEX IF NOT EXISTS graph_nodes_tsv ON graph_nodes USING gin (tsv)",
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
+    Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
 )

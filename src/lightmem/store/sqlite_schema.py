@@ -7,6 +7,7 @@ Stores written before the runner existed are at step 1.
 
 from __future__ import annotations
 
+from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
 from lightmem.store.sql import SQLITE
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
         + graph_scope(SQLITE),
     ),
+    Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
