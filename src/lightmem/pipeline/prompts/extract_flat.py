@@ -12,14 +12,12 @@ from lightmem.sanitize import DATA_RULE, fence_lines, token
 VERSION = "extract_flat/3"
 
 SYSTEM_INPUT = """Input: lines "# <date>" starting each day, then one line per turn:
-"<id> <speaker>: <text>". The text is abbreviated (filler words were removed). A turn that
-names a time ends with "[times: <words> = <ISO date or range>; ...]", those words resolved
-against the turn's date by rules (check them against the text)."""
+"<id> <speaker>: <text>". The text is abbreviated (filler words were removed);
+"[times: ...]" are its times, resolved by rules."""
 
-TIME_RULE = """Give each fact's "time": when what it states happened, resolved against the
-date of its turn ("yesterday" said on 2023-05-08 is "2023-05-07"), as "YYYY-MM-DD" for a
-day, "YYYY-MM" for a month, "YYYY" for a year or "YYYY-MM-DD/YYYY-MM-DD" for a range of
-days ("last week": its Monday to Sunday); "" when the turn names no time."""
+TIME_RULE = (
+    """"time": when it happened, ISO ("2023-05-07", "2023-05", "2023", "start/end") or ""."""
+)
 
 SYSTEM = f"""You turn conversation turns into long-term memory entries.
 {DATA_RULE}
