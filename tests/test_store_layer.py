@@ -69,6 +69,7 @@ def test_a_store_written_by_b3bd570_opens_and_migrates(old_store: Path) -> None:
         alice = Scope("alice")
         assert store.counts(alice)["entries"] == 1 and store.counts(alice)["summaries"] == 1
         assert store.get_entry("e1", alice).text == "Alice moved to Paris"  # type: ignore[union-attr]
+        assert store.get_entry("e1", alice).event_time is None  # type: ignore[union-attr]
         assert [h.op for h in store.history("e0", alice)] == ["add", "delete"]
         snap = store.history("e0", alice)[0].after
         restored = store.restore_entry(MemoryEntry.from_dict(snap), _vec(0), "t")  # type: ignore[arg-type]

@@ -77,6 +77,7 @@ class Settings:
     text_summary: bool = True
     memory_manager: str = "offline"
     context_window: int = 1
+    resolve_time: bool = True
     llm: LLMSettings | None = None
     index_strategy: str = "hybrid"
     embedder: str = "wordllama"
@@ -158,6 +159,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     mm = root.section("memory_manager")
     s["memory_manager"] = mm.get_choice("model_name", "offline", ("offline", "openai"))
     mmc = mm.section("configs")
+    s["resolve_time"] = mmc.get_bool("resolve_time", True)
     if s["memory_manager"] == "offline":
         s["context_window"] = mmc.get_int("context_window", 1, 0, 16)
     else:
@@ -220,6 +222,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         keep_first=rv.get_int("keep_first", d.keep_first, 0, 10_000),
         context_text=rv.get_choice("context_text", d.context_text, CONTEXT_TEXTS),  # type: ignore[arg-type]
         sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),
+        time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
     )
     rv.done()
     cr = root.section("context_retriever")

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from lightmem.errors import StoreError
+from lightmem.timespan import TimeSpan, span_from_dict, span_to_dict
 
 EntryKind = Literal["entry", "summary", "event"]
 RetrieveMode = Literal["embedding", "context", "hybrid", "hierarchical"]
@@ -81,6 +82,9 @@ class MemoryEntry:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # -- resolved time (timeresolve): when what the entry says happened, e.g. "yesterday"
+    # said on 8 May 2023 -> 7 May 2023; the text itself is never rewritten.
+    event_time: TimeSpan | None = None
 
     @property
     def speaker(self) -> str:
@@ -108,6 +112,7 @@ class MemoryEntry:
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "metadata": dict(self.metadata),
+            "event_time": span_to_dict(self.event_time),
         }
 
     @classmethod
@@ -129,6 +134,7 @@ class MemoryEntry:
             created_at=_when(d["created_at"]),
             updated_at=_when(d["updated_at"]),
             metadata=d["metadata"],
+            event_time=span_from_dict(d.get("event_time")),
         )
 
 

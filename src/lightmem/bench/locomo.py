@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lightmem.bench import qa_prompts
+from lightmem.bench import locomo_time, qa_prompts
 from lightmem.bench.locomo_report import answer_cover, by_conversation, mean_cover, run_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
@@ -138,6 +138,7 @@ def run(
                     latencies.append(time.perf_counter() - t1)
                     context = mem.format_context(results)
                     questions.append(score(sid, qa, ev, results, context))
+                    questions[-1].update(locomo_time.answer_in_context(qa.get("answer"), context))
                     if qa_client is not None:
                         questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
@@ -304,6 +305,7 @@ def summarize(
             "n": len(qs),
             "all_evidence_recall": rate("all_evidence", qs),
             "answer_word_cover": mean_cover(qs),
+            **locomo_time.share(qs),
         }
     lat = sorted(latencies)
     return {

@@ -20,6 +20,7 @@ def offline_manager(compressor: Compressor, s: Settings) -> OfflineMemoryManager
         compressed_text=s.text_summary,
         roles=ROLES.get(s.messages_use),
         context_window=s.context_window,
+        resolve_time=s.resolve_time,
     )
 
 

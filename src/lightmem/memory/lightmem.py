@@ -25,7 +25,7 @@ from lightmem.memory import build
 from lightmem.memory.params import retrieve_params, scorer
 from lightmem.memory.scoping import check_editable, read_scope, serialised
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
-from lightmem.pipeline.extract import MemoryManager
+from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import normalize_messages
@@ -119,6 +119,7 @@ class LightMemory:
                 scorer(compressor, settings),
                 batch_tokens=settings.llm.batch_tokens,
                 mode="event" if settings.extraction_mode == "event" else "flat",
+                resolve_time=settings.resolve_time,
             )
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
@@ -273,7 +274,8 @@ class LightMemory:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("text: expected a non-empty string")
         check_text(text, "text")
-        new = replace(entry, text=text, original_text=text)
+        when = retimed(entry, text, self.settings.resolve_time)
+        new = replace(entry, text=text, original_text=text, event_time=when)
         vec = self.embedder.embed([new.search_text], op="update")[0]
         out = self.store.update_entry(new, vec, "manual update")
         self._save_usage()

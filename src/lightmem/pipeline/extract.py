@@ -15,6 +15,8 @@ from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.store.base import BufferedMessage, Vector
 from lightmem.text import STOPWORDS, words
 from lightmem.timeparse import format_date
+from lightmem.timeresolve import resolve
+from lightmem.timespan import TimeSpan
 from lightmem.types import MemoryEntry, Scope
 
 
@@ -57,6 +59,11 @@ class OfflineMemoryManager:
     words of its question ("What did you paint?" -> "A sunrise.") and vice versa. Each
     segment also gets a summary entry (time, speakers, its most informative words) whose
     vector is the segment centroid, which is what hierarchical retrieval ranks first.
+
+    With ``resolve_time`` (the default) the first time expression of a turn ("yesterday",
+    "last Saturday", "in 2022") is resolved against the turn's time by
+    :func:`lightmem.timeresolve.resolve` and kept as the entry's ``event_time``; the text
+    stays as it was said.
     """
 
     name = "offline"
@@ -69,12 +76,14 @@ class OfflineMemoryManager:
         compressed_text: bool = True,
         roles: frozenset[str] | None = None,
         context_window: int = 1,
+        resolve_time: bool = True,
     ) -> None:
         self._scorer = keyword_scorer
         self._k = summary_keywords
         self._compressed = compressed_text
         self._roles = roles
         self._window = context_window
+        self._resolve_time = resolve_time
 
     def extract(self, segments: Sequence[Segment], new_id: IdFactory) -> list[Draft]:
         now = datetime.now(UTC)
@@ -103,6 +112,9 @@ class OfflineMemoryManager:
                             created_at=now,
                             updated_at=now,
                             metadata={"role": m.role, **dict(m.metadata)},
+                            event_time=resolve(m.content, m.timestamp)
+                            if self._resolve_time
+                            else None,
                         ),
                         None if context else vec,
                     )
@@ -151,3 +163,11 @@ def _function_word(w: str) -> bool:
     """Words no summary should list: English stopwords, CJK particles and question words
     (a Chinese topic's keywords are its segmented words, see :mod:`lightmem.lang`)."""
     return w in STOPWORDS or w in CJK_FUNCTION_WORDS or w in CJK_QUESTION_WORDS
+
+
+def retimed(entry: MemoryEntry, text: str, resolve_time: bool) -> TimeSpan | None:
+    """The resolved time of ``entry`` once its text becomes ``text`` (a manual edit): the
+    time the new text names, against the entry's time, else the one it had."""
+    if not resolve_time:
+        return entry.event_time
+    return resolve(text, entry.timestamp) or entry.event_time

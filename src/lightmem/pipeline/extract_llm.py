@@ -19,10 +19,13 @@ from lightmem.pipeline.prompts import (
     extract_flat,
     extract_flat_schema,
 )
+from lightmem.sanitize import inline
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
 from lightmem.timeparse import format_date
-from lightmem.types import MemoryEntry
+from lightmem.timeresolve import find_times, resolve
+from lightmem.timespan import TimeSpan, parse_iso_span
+from lightmem.types import MemoryEntry, Message
 
 log = logging.getLogger("lightmem.extract")
 
@@ -66,6 +69,13 @@ class LLMMemoryManager:
     per-turn entry instead, with ``metadata["extractor"] == "offline-fallback"``, counted
     as ``("llm", "extract.fallback")`` items. Transport failures still raise
     :class:`~lightmem.errors.BackendError` and leave the turns pending for a retry.
+
+    Each fact's ``event_time`` is the time the model resolved for it (see
+    :data:`~lightmem.pipeline.prompts.extract_flat.TIME_RULE`); when the model gives none,
+    or one that is no ISO date, the offline rules of :mod:`lightmem.timeresolve` resolve the
+    fact's text, then its turns, against the turns' time (a time the model wrote that could
+    not be read is counted as ``("llm", "extract.unread_time")``). ``resolve_time=False``
+    keeps no resolved time.
     """
 
     name = "llm"
@@ -80,6 +90,7 @@ class LLMMemoryManager:
         mode: Literal["flat", "event"] = "flat",
         max_facts: int = 12,
         fallback: OfflineMemoryManager | None = None,
+        resolve_time: bool = True,
     ) -> None:
         self.client = client
         self.mode = mode
@@ -87,8 +98,9 @@ class LLMMemoryManager:
         self._batch_tokens = batch_tokens
         self._k = summary_keywords
         self._max_facts = max(1, max_facts)
+        self._resolve_time = resolve_time
         self._fallback = fallback or OfflineMemoryManager(
-            keyword_scorer, summary_keywords=summary_keywords
+            keyword_scorer, summary_keywords=summary_keywords, resolve_time=resolve_time
         )
 
     @property
@@ -110,7 +122,7 @@ class LLMMemoryManager:
                 t.id,
                 t.buffered.message.speaker,
                 format_date(t.buffered.message.timestamp),
-                t.text,
+                t.text + self._hint(t.buffered.message),
             )
             for t in batch
         ]
@@ -122,6 +134,17 @@ class LLMMemoryManager:
         else:
             output = extract_event_schema.output(ids, max(1, (n + 2) // 3), limit)
         return extract_flat.build(lines, self._system), output
+
+    def _hint(self, m: Message) -> str:
+        """The times a turn names, resolved by the rules, for the model to check and use."""
+        if not self._resolve_time:
+            return ""
+        pairs = "; ".join(
+            f"{inline(x.phrase)} = {x.span.iso()}"
+            for x in find_times(m.content, m.timestamp)
+            if isinstance(x.span, TimeSpan)
+        )
+        return f" [times: {pairs}]" if pairs else ""
 
     def _fits(self, batch: Sequence[_Turn]) -> bool:
         return self.client.fits(*self._request(batch))
@@ -164,7 +187,7 @@ class LLMMemoryManager:
     ) -> list[Draft]:
         messages, output = self._request(batch)
         allowed = {t.id for t in batch}
-        builder = _FactBuilder(batch, new_id, now)
+        builder = _FactBuilder(batch, new_id, now, self._resolve_time)
         try:
             if self.mode == "flat":
                 drafts = self._flat(messages, output, allowed, builder)
@@ -173,6 +196,10 @@ class LLMMemoryManager:
         except UnusableOutputError as exc:
             log.warning("extraction answer unusable (%s); using per-turn entries", exc)
             drafts = []
+        if builder.unread_times:
+            self.client.ledger.record(
+                UsageRecord("llm", "extract.unread_time", items=builder.unread_times)
+            )
         cited = {s for d in drafts for s in d.entry.source_ids}
         return drafts + self._fall_back([t for t in batch if t.id not in cited], new_id)
 
@@ -247,6 +274,10 @@ class LLMMemoryManager:
                         topic_id=facts[0].entry.topic_id,
                         source_ids=sources,
                         context="\n".join(d.entry.text for d in facts),
+                        event_time=builder.time(
+                            event.time, "", [] if first is None else [first.timestamp]
+                        )
+                        or next((d.entry.event_time for d in facts if d.entry.event_time), None),
                         created_at=now,
                         updated_at=now,
                         metadata={
@@ -292,11 +323,36 @@ class LLMMemoryManager:
 class _FactBuilder:
     """Turns a cited fact into an entry whose ids, time and speaker come from its turns."""
 
-    def __init__(self, turns: Sequence[_Turn], new_id: IdFactory, now: datetime) -> None:
+    def __init__(
+        self, turns: Sequence[_Turn], new_id: IdFactory, now: datetime, resolve_time: bool
+    ) -> None:
         self._turns = {t.id: t for t in turns}
         self._order = {t.id: i for i, t in enumerate(turns)}
         self._new_id = new_id
         self._now = now
+        self._resolve = resolve_time
+        self.unread_times = 0
+
+    def time(
+        self,
+        stated: str,
+        text: str,
+        anchors: Sequence[datetime | None],
+        turns: Sequence[Message] = (),
+    ) -> TimeSpan | None:
+        """The model's ISO time; else the rules on ``text`` and then on each turn."""
+        if not self._resolve:
+            return None
+        if stated:
+            span = parse_iso_span(stated)
+            if span is not None:
+                return span.with_phrase(stated)
+            self.unread_times += 1
+        anchor = next((a for a in anchors if a is not None), None)
+        found = resolve(text, anchor) if text else None
+        for m in turns:
+            found = found or resolve(m.content, m.timestamp)
+        return found
 
     def draft(self, fact: extract_flat.Fact, metadata: dict[str, object]) -> Draft:
         ids = sorted(fact.source_ids, key=self._order.__getitem__)
@@ -320,6 +376,7 @@ class _FactBuilder:
                 created_at=self._now,
                 updated_at=self._now,
                 metadata=metadata,
+                event_time=self.time(fact.time, fact.text, [m.timestamp for m in sources], sources),
             ),
             None,
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lightmem.embed.base import Embedder
+from lightmem.pipeline import time_match
 from lightmem.pipeline.expand import named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
@@ -52,17 +53,20 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 30
+    time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
 
 
 def format_line(entry: MemoryEntry) -> str:
     """How one memory appears under its date header in prompt context: on one line, the
-    speaker as one token (quoted when it holds a colon, a quote or a line break)."""
+    speaker as one token (quoted when it holds a colon, a quote or a line break), then the
+    time it speaks of when one was resolved, e.g. "(week of 29 May 2023)"."""
     if entry.kind == "summary":
         return f"- (topic) {inline(entry.text)}"
+    when = f" ({entry.event_time.label()})" if entry.event_time else ""  # resolved time
     if entry.kind == "event":
-        return f"- (event) {inline(entry.text)}"
+        return f"- (event) {inline(entry.text)}{when}"
     who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
-    return f"- {who}{inline(entry.text)}"
+    return f"- {who}{inline(entry.text)}{when}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -126,12 +130,12 @@ class Retriever:
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         qv = self._embedder.embed([query], op="retrieve")[0] if p.mode != "context" else None
         fused = self._fused(query, scope, f, p, p.mode, qv)
-        if not fused or p.speaker_focus <= 0 or f.speaker is not None:
-            return self._pack(fused, p, query)
-        head = fused[: p.keep_first]
-        fused = self._speaker_focus(query, scope, f, p, qv, fused)
-        kept = {i for i, _ in head}
-        return self._pack(head + [h for h in fused if h[0] not in kept], p, query)
+        if fused and p.speaker_focus > 0 and f.speaker is None:
+            head = fused[: p.keep_first]
+            focused = self._speaker_focus(query, scope, f, p, qv, fused)
+            kept = {i for i, _ in head}
+            fused = head + [h for h in focused if h[0] not in kept]
+        return self._pack(self._timed(query, fused, p), p, query)
 
     def _speaker_focus(
         self,
@@ -159,6 +163,10 @@ class Retriever:
             only = replace(f, speaker=name)
             lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
         return rrf(lists, p.rrf_k)
+
+    def _timed(self, query: str, ranked: list[ScoredId], p: RetrieveParams) -> list[ScoredId]:
+        tq = time_match.TimeQuery.of(query)
+        return time_match.lift(ranked, tq, self._store.get_entries, p.time_weight, p.rrf_k)
 
     def _fused(
         self,
@@ -206,7 +214,7 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        return self._pack(top + hits, p, query)
+        return self._pack(top + self._timed(query, hits, p), p, query)
 
     def _pack(
         self,

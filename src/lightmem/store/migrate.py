@@ -18,12 +18,14 @@ from typing import Any
 from lightmem.errors import InvalidInputError, StoreError
 from lightmem.store.graph_sql import NODE_COLS
 from lightmem.store.postgres import PostgresStore
+from lightmem.store.sql import ENTRY_COLS
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import entry_search_text
 
 _CHECKS = {
     "messages": "SELECT msg_id, user_id, agent_id, run_id, content, status FROM messages",
-    "entries": "SELECT id, kind, text, original_text, version, source_ids, context FROM entries",
+    "entries": "SELECT id, kind, text, original_text, version, source_ids, context, "
+    "time_start, time_end, time_unit, time_phrase FROM entries",
     "history": "SELECT entry_id, op, version, reason FROM history",
     "graph_nodes": "SELECT id, kind, user_id, agent_id, run_id, text, data, version "
     "FROM graph_nodes",
@@ -145,28 +147,25 @@ def _copy_messages(s: sqlite3.Connection, c: Any) -> None:
 def _copy_entries(s: sqlite3.Connection, c: Any) -> None:
     import numpy as np
 
+    cols = ENTRY_COLS.split(", ")
+    n = len(cols)
     rows = []
     for r in s.execute(
-        "SELECT e.id, e.kind, e.user_id, e.agent_id, e.run_id, e.text, e.original_text, e.ts, "
-        "e.speaker_id, e.speaker_name, e.topic_id, e.source_ids, e.context, e.version, "
-        "e.created_at, e.updated_at, e.metadata, e.speaker_key, v.vec FROM entries e "
+        f"SELECT {', '.join('e.' + x for x in cols)}, e.speaker_key, v.vec FROM entries e "
         "JOIN vectors v ON v.rid = e.rid ORDER BY e.rid"
     ):
         speaker = r[9] or r[8]
         rows.append(
             (
-                *r[:17],
-                r[17],
+                *r[: n + 1],
                 entry_search_text(speaker, r[6], r[12]),
-                np.frombuffer(r[18], dtype=np.float32),
+                np.frombuffer(r[n + 1], dtype=np.float32),
             )
         )
     _copy_rows(
         c,
-        "INSERT INTO entries (id, kind, user_id, agent_id, run_id, text, original_text, ts, "
-        "speaker_id, speaker_name, topic_id, source_ids, context, version, created_at, "
-        "updated_at, metadata, speaker_key, search_text, embedding) VALUES "
-        "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+        f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) VALUES "
+        f"({','.join(['%s'] * (n + 3))})",
         rows,
     )
 

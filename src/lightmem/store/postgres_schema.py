@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.postgres_terms import fill_search_terms
 from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
@@ -141,6 +142,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         + ";\nCREATE INDEX IF NOT EXISTS graph_nodes_tsv ON graph_nodes USING gin (tsv)",
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
+    Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
     FilledMigration("pg_search_terms", _SEARCH_TERMS_BEFORE, _fill_terms),
     Migration("task_sessions", task_sessions_table(_TYPES)),
 )

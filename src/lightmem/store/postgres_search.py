@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from lightmem.errors import InvalidInputError
+from lightmem.store import entry_time
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
@@ -49,6 +50,7 @@ _COPY_ENTRY_TYPES = [
     "float8",
     "float8",
     "jsonb",
+    *entry_time.COPY_TYPES,
     "text",
     "text",
     "text",

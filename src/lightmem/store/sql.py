@@ -18,12 +18,15 @@ import numpy.typing as npt
 
 from lightmem.errors import InvalidInputError, StoreError
 from lightmem.store.values import BufferedMessage, MessageStatus
+from lightmem.timespan import span_from_epochs, span_to_epochs
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
 #: The entry columns both SQL backends read and write, in this order.
 ENTRY_COLS = (
     "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
     "topic_id, source_ids, context, version, created_at, updated_at, metadata"
+    # the resolved time (migration step "entry_event_time")
+    ", time_start, time_end, time_unit, time_phrase"
 )
 
 
@@ -115,6 +118,9 @@ def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = dumps) -> tuple
         (e.created_at or datetime.now(UTC)).timestamp(),
         (e.updated_at or datetime.now(UTC)).timestamp(),
         as_json(dict(e.metadata)),
+        *span_to_epochs(e.event_time),
+        e.event_time.unit if e.event_time else "",
+        e.event_time.phrase if e.event_time else "",
     )
 
 
@@ -166,6 +172,7 @@ def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
         created_at=ts(r[14]),
         updated_at=ts(r[15]),
         metadata=json_value(r[16]),
+        event_time=span_from_epochs(r[17], r[18], r[19], r[20]),
     )
 
 

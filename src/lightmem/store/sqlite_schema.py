@@ -7,6 +7,7 @@ Stores written before the runner existed are at step 1.
 
 from __future__ import annotations
 
+from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
 from lightmem.store.sessions import task_sessions_table
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS index_log (
 INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT (key) DO NOTHING
 """,
     ),
+    Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,7 +14,8 @@ class ScriptedLLM:
 
     Replies queued with :meth:`queue` are served first, verbatim (malformed JSON, unknown ids,
     anything a fault test needs). Otherwise it answers lightmem's prompts deterministically:
-    flat extraction returns one fact per turn citing that turn; event extraction makes one
+    flat extraction returns one fact per turn citing that turn (its time the first one the
+    prompt resolved for the turn, or ""); event extraction makes one
     event per day binding those facts, each following the one before; update deletes an
     earlier memory whose words all appear in the newer one and ignores the rest; FluxMem's
     prompts get the offline reasoner's answers.
@@ -59,7 +60,9 @@ class ScriptedLLM:
             if line.startswith("# ") or " " not in line:
                 continue
             turn_id, said = line.split(" ", 1)
-            days[-1].append({"fact": said, "source_ids": [turn_id]})
+            said, _, times = said.partition(" [times: ")
+            when = times.split(";")[0].rpartition(" = ")[2].rstrip("]") if times else ""
+            days[-1].append({"fact": said, "source_ids": [turn_id], "time": when})
         facts = [f for day in days for f in day]
         if '"events"' not in str(messages[0]["content"]):
             return json.dumps({"facts": facts})

@@ -6,22 +6,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.llm.base import InvalidReply
-from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, Fact
+from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, TIME_RULE, Fact
 from lightmem.sanitize import DATA_RULE
 
-VERSION = "extract_event/1"
+VERSION = "extract_event/2"
 
 SYSTEM = f"""You turn conversation turns into structured long-term memory.
 {DATA_RULE}
 {SYSTEM_INPUT}
 Group what happened into events. For each event give a one-sentence "summary" naming the
-people, its "time" (absolute, from the turn dates, or ""), "participants", its "cause" and
-"effect" when stated (else ""), and the self-contained "facts" it binds, each citing the ids
-of its turns. Then list "relations" between events ("causes", "follows", "contradicts",
-"updates", "related"). Skip greetings and small talk.
+people, its "time" (resolved like the facts' times below, or ""), "participants", its
+"cause" and "effect" when stated (else ""), and the self-contained "facts" it binds, each
+citing the ids of its turns. Then list "relations" between events ("causes", "follows",
+"contradicts", "updates", "related"). Skip greetings and small talk.
+{TIME_RULE}
 Answer with only a JSON object:
 {{"events": [{{"id": "e1", "summary": "...", "time": "...", "participants": ["..."],
-"cause": "...", "effect": "...", "facts": [{{"fact": "...", "source_ids": ["..."]}}]}}],
+"cause": "...", "effect": "...",
+"facts": [{{"fact": "...", "source_ids": ["..."], "time": "..."}}]}}],
 "relations": [{{"from": "e1", "to": "e2", "type": "causes"}}]}}"""
 
 RELATION_TYPES = ("causes", "follows", "contradicts", "updates", "related")
@@ -71,7 +73,8 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
             if not set(ids) <= allowed_ids:
                 rejected.append(f)
                 continue
-            facts.append(Fact(text, tuple(dict.fromkeys(ids))))
+            when = _text(f, "time", f"{where}.facts[{j}]")
+            facts.append(Fact(text, tuple(dict.fromkeys(ids)), when))
         if not facts:
             continue
         participants = ev.get("participants") or []

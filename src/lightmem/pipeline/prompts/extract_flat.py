@@ -9,10 +9,15 @@ from typing import Any
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE, fence_lines, token
 
-VERSION = "extract_flat/2"
+VERSION = "extract_flat/3"
 
 SYSTEM_INPUT = """Input: lines "# <date>" starting each day, then one line per turn:
-"<id> <speaker>: <text>". The text is abbreviated (filler words were removed)."""
+"<id> <speaker>: <text>". The text is abbreviated (filler words were removed);
+"[times: ...]" are its times, resolved by rules."""
+
+TIME_RULE = (
+    """"time": when it happened, ISO ("2023-05-07", "2023-05", "2023", "start/end") or ""."""
+)
 
 SYSTEM = f"""You turn conversation turns into long-term memory entries.
 {DATA_RULE}
@@ -21,13 +26,19 @@ Write every durable fact worth remembering about the speakers: events, plans, pr
 relationships, possessions, opinions, dates. Each fact is one self-contained sentence that
 names people (no pronouns) and states absolute dates when the time is known (turn times are
 given). Skip greetings and small talk. Cite the ids of the turns each fact comes from.
-Answer with only a JSON object: {{"facts": [{{"fact": "...", "source_ids": ["..."]}}]}}"""
+{TIME_RULE}
+Answer with only a JSON object:
+{{"facts": [{{"fact": "...", "source_ids": ["..."], "time": "..."}}]}}"""
 
 
 @dataclass(frozen=True, slots=True)
 class Fact:
+    """A fact, its turns and the time the model resolved for it ("" when none; see
+    :data:`TIME_RULE`)."""
+
     text: str
     source_ids: tuple[str, ...]
+    time: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +84,13 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> Extractio
             raise InvalidReply(f"facts[{i}].fact must be a non-empty string")
         if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
             raise InvalidReply(f"facts[{i}].source_ids must be a non-empty list of turn ids")
+        when = f.get("time", "")
+        if not isinstance(when, str):
+            raise InvalidReply(f'facts[{i}].time must be a string ("" for none)')
         if not set(ids) <= allowed_ids:
             rejected.append(f)
             continue
-        facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids))))
+        facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids)), when.strip()))
     if strict and rejected:
         bad = sorted({i for f in rejected for i in f.get("source_ids", []) if i not in allowed_ids})
         raise InvalidReply(f"facts cite turn ids that are not in the input: {', '.join(bad[:10])}")

@@ -11,11 +11,13 @@ from lightmem.llm.schema import OutputSchema, bounded, fit_output
 FACT_CHARS = 240
 #: turns one fact may cite
 MAX_SOURCES = 4
+#: "YYYY-MM-DD/YYYY-MM-DD", the longest resolved time asked for
+TIME_CHARS = 21
 
 
 def fact_schema(turn_ids: Sequence[str], chars: int, sources: int = MAX_SOURCES) -> dict[str, Any]:
-    """One fact: a sentence and the ids (only those of the batch) of up to ``sources`` of
-    its turns."""
+    """One fact: a sentence, the ids (only those of the batch) of up to ``sources`` of its
+    turns, and its resolved time (ISO, or "")."""
     return {
         "type": "object",
         "properties": {
@@ -26,8 +28,9 @@ def fact_schema(turn_ids: Sequence[str], chars: int, sources: int = MAX_SOURCES)
                 "maxItems": min(sources, max(1, len(turn_ids))),
                 "items": {"type": "string", "enum": list(turn_ids)},
             },
+            "time": {"type": "string", "maxLength": TIME_CHARS},
         },
-        "required": ["fact", "source_ids"],
+        "required": ["fact", "source_ids", "time"],
         "additionalProperties": False,
     }
 

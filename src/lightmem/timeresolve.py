@@ -1,0 +1,415 @@
+"""Relative time in text, resolved by rules against the time the text was said.
+
+:func:`find_times` reads the time expressions of English text ("yesterday", "last
+Saturday", "two weekends ago", "next month", "in 2022", "the week before 9 June 2023",
+"8 May 2023") and resolves each to a :class:`~lightmem.timespan.TimeSpan` against an
+``anchor`` day (the message's date). Without an anchor only absolute expressions resolve,
+and a month or day named without a year stays a :class:`~lightmem.timespan.YearlessSpan`
+(how questions name times: "in June", "the last week of June"). Every label
+:meth:`TimeSpan.label` writes reads back to the same days.
+
+Conventions: weeks run Monday to Sunday; "last <weekday>" is the latest such day before the
+anchor, "next <weekday>" the first after it, "this <weekday>" the one in the anchor's week;
+"last week/weekend/month/year" is the calendar unit before the anchor's; "N weeks ago" is the
+week holding the day N weeks back; "a few" is 2-4 and "several" 3-6 units (a "span");
+"the past week/month/year" is the days up to the anchor. Month names count only when
+capitalised ("May", not "may").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from lightmem.timespan import (
+    SEASONS,
+    TimeSpan,
+    YearlessSpan,
+    add_months,
+    day_span,
+    month_span,
+    season_span,
+    week_span,
+    weekend_span,
+    year_span,
+)
+
+Resolved = TimeSpan | YearlessSpan
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One time expression: where it is in the text (``start``..``end``) and what it means."""
+
+    phrase: str
+    start: int
+    end: int
+    span: Resolved
+
+
+_MONTH_NAMES = (
+    "january february march april may june july august september october november december"
+).split()
+_DAY_NAMES = "monday tuesday wednesday thursday friday saturday sunday".split()
+_MONTHS = {
+    **{m: i + 1 for i, m in enumerate(_MONTH_NAMES)},
+    **{m[:3]: i + 1 for i, m in enumerate(_MONTH_NAMES)},
+    "sept": 9,
+}
+_WEEKDAYS = {
+    **{d: i for i, d in enumerate(_DAY_NAMES)},
+    **{d[:3]: i for i, d in enumerate(_DAY_NAMES)},
+    "tues": 1,
+    "thur": 3,
+    "thurs": 3,
+}
+_NUMBERS = {
+    w: i + 1
+    for i, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split())
+}
+_FUZZY = {"few": (2, 4), "several": (3, 6)}
+
+
+def _alt(words: Iterable[str]) -> str:
+    return "|".join(sorted(words, key=len, reverse=True))
+
+
+MONTH = rf"(?:{_alt(_MONTHS)})\.?"
+WEEKDAY = rf"(?:{_alt(_WEEKDAYS)})"
+SEASON = rf"(?:{_alt(SEASONS)})"
+YEAR = r"(?:1[89]\d\d|2[01]\d\d)"
+NUM = rf"(?:\d{{1,3}}|an?|{_alt(_NUMBERS)}|a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several)"
+UNIT = r"(?:day|weekend|week|month|year)"
+# A date with its year, the anchor of "the week before <date>".
+DATE = (
+    rf"(?:(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH},?\s+{YEAR}"
+    rf"|{MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{YEAR}|\d{{4}}-\d{{2}}-\d{{2}})"
+)
+_PREP = r"(?:in|during|of|around|early|mid|late|since|from|by|until|till|back\s+in)"
+
+Rule = Callable[[re.Match[str], date | None], Resolved | None]
+
+
+def _count(word: str) -> tuple[int, int]:
+    w = " ".join(word.lower().split())
+    if w.isdigit():
+        return int(w), int(w)
+    if w in ("a", "an"):
+        return 1, 1
+    if "couple" in w:
+        return 2, 2
+    for key, lo_hi in _FUZZY.items():
+        if key in w:
+            return lo_hi
+    return _NUMBERS[w], _NUMBERS[w]
+
+
+def _month(token: str) -> int | None:
+    """A month name's number; None unless capitalised (so "may" the verb is no month)."""
+    t = token.rstrip(".")
+    return _MONTHS.get(t.lower()) if t[:1].isupper() else None
+
+
+def _weekday(token: str) -> int:
+    return _WEEKDAYS[token.lower()]
+
+
+def _shift(unit: str, anchor: date, n: int) -> TimeSpan:
+    """The ``unit`` holding the day ``n`` units after ``anchor`` (``n`` < 0: before)."""
+    if unit == "day":
+        return day_span(anchor + timedelta(days=n))
+    if unit == "week":
+        return week_span(anchor + timedelta(weeks=n))
+    if unit == "weekend":
+        return weekend_span(anchor + timedelta(weeks=n))
+    if unit == "month":
+        return month_span(*add_months(anchor.year, anchor.month, n))
+    return year_span(anchor.year + n)
+
+
+def _shifted_range(unit: str, anchor: date, lo: int, hi: int) -> TimeSpan:
+    """From ``lo`` to ``hi`` units away (one unit when they are equal)."""
+    a, b = _shift(unit, anchor, lo), _shift(unit, anchor, hi)
+    if a == b:
+        return a
+    return TimeSpan(min(a.start, b.start), max(a.end, b.end), "span")
+
+
+def _ago(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    if anchor is None:
+        return None
+    lo, hi = _count(m["n"])
+    sign = -1 if m["dir"].lower() in ("ago", "back", "before") else 1
+    return _shifted_range(m["unit"].lower(), anchor, sign * lo, sign * hi)
+
+
+def _relative_unit(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    if anchor is None:
+        return None
+    which = " ".join(m["which"].lower().split())
+    unit = m["unit"].lower()
+    if which in ("past", "the past") and unit != "weekend":
+        back = {"week": 7, "month": 30, "year": 365}.get(unit, 1)
+        return TimeSpan(anchor - timedelta(days=back - 1), anchor, "span")
+    step = _STEP.get(which.removeprefix("the ").removeprefix("this "), 0)
+    return _shift(unit, anchor, step)
+
+
+_STEP = {
+    "last": -1,
+    "past": -1,
+    "previous": -1,
+    "before": -1,
+    "next": 1,
+    "coming": 1,
+    "following": 1,
+    "after": 1,
+}
+
+
+def _unit_before(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    """ "the week before" (said on its own: before the anchor's)."""
+    if anchor is None:
+        return None
+    return _shift(m["unit"].lower(), anchor, _STEP[m["which"].lower()])
+
+
+def _weekday_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    if anchor is None:
+        return None
+    which = " ".join(m["which"].lower().split()).removeprefix("the ").removeprefix("this ")
+    return day_span(_weekday_from(anchor, _weekday(m["day"]), _STEP.get(which, 0)))
+
+
+def _weekday_from(anchor: date, weekday: int, step: int) -> date:
+    """The latest ``weekday`` before ``anchor`` (step -1), the first after (1), or the one in
+    its week (0)."""
+    if step < 0:
+        return anchor - timedelta(days=(anchor.weekday() - weekday - 1) % 7 + 1)
+    if step > 0:
+        return anchor + timedelta(days=(weekday - anchor.weekday() - 1) % 7 + 1)
+    return anchor + timedelta(days=weekday - anchor.weekday())
+
+
+def _season_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    if anchor is None:
+        return None
+    name = m["season"].lower()
+    which = m["which"].lower()
+    spans = [season_span(name, anchor.year + k) for k in (-2, -1, 0, 1)]
+    if which in ("last", "past"):
+        return max((s for s in spans if s.end < anchor), key=_first_day)
+    if which == "next":
+        return min((s for s in spans if s.start > anchor), key=_first_day)
+    # "this winter" in January or February is the one that began in December
+    return season_span(
+        name, anchor.year - 1 if name == "winter" and anchor.month < 3 else anchor.year
+    )
+
+
+def _first_day(s: TimeSpan) -> date:
+    return s.start
+
+
+def _season_year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    return season_span(m["season"].lower(), int(m["year"]))
+
+
+def _month_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    month = _month(m["month"])
+    if anchor is None or month is None:
+        return None
+    which = m["which"].lower()
+    spans = [month_span(anchor.year + k, month) for k in (-1, 0, 1)]
+    if which == "last":
+        return max((s for s in spans if s.end < anchor), key=_first_day)
+    if which == "next":
+        return min((s for s in spans if s.start > anchor), key=_first_day)
+    return month_span(anchor.year, month)
+
+
+def _yearless(span: YearlessSpan, anchor: date | None) -> Resolved:
+    return span.nearest(anchor) if anchor is not None else span
+
+
+def _date(day: str, month_token: str, year: str | None, anchor: date | None) -> Resolved | None:
+    month = _month(month_token)
+    if month is None or not 1 <= int(day) <= 31:
+        return None
+    if year is None:
+        return _yearless(YearlessSpan(month, int(day), int(day)), anchor)
+    try:
+        return day_span(date(int(year), month, int(day)))
+    except ValueError:
+        return None
+
+
+def _dmy(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    return _date(m["day"], m["month"], m["year"], anchor)
+
+
+def _iso(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    try:
+        return day_span(date(int(m["y"]), int(m["mo"]), int(m["d"])))
+    except ValueError:
+        return None
+
+
+def _month_year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    month = _month(m["month"])
+    return month_span(int(m["year"]), month) if month else None
+
+
+def _bare_month(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    month = _month(m["month"])
+    return _yearless(YearlessSpan(month), anchor) if month else None
+
+
+def _week_of_month(m: re.Match[str], anchor: date | None) -> Resolved | None:
+    month = _month(m["month"])
+    if month is None:
+        return None
+    first = {"first": 1, "second": 8, "third": 15, "fourth": 22}.get(m["nth"].lower(), -7)
+    part = YearlessSpan(month, first, first + 6 if first > 0 else -1)
+    return part.in_year(int(m["year"])) if m["year"] else _yearless(part, anchor)
+
+
+def _year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    return year_span(int(m["year"]))
+
+
+def _absolute(text: str) -> TimeSpan | None:
+    """The day a :data:`DATE` names."""
+    return next((x.span for x in find_times(text) if isinstance(x.span, TimeSpan)), None)
+
+
+def _around_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    """ "the Friday before 15 July 2023", "two weekends before 17 July 2023"."""
+    at = _absolute(m["date"])
+    if at is None:
+        return None
+    inner = m["what"]
+    before = m["dir"].lower() == "before"
+    if (w := re.fullmatch(WEEKDAY, inner, re.I)) is not None:
+        return day_span(_weekday_from(at.start, _weekday(w[0]), -1 if before else 1))
+    if (n := re.fullmatch(rf"(?P<n>{NUM})\s+(?P<unit>{UNIT})s?", inner, re.I)) is not None:
+        lo, hi = _count(n["n"])
+        sign = -1 if before else 1
+        return _shifted_range(n["unit"].lower(), at.start, sign * lo, sign * hi)
+    return _shift(inner.lower(), at.start, -1 if before else 1)
+
+
+def _unit_of_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    """ "the week of 1 May 2023", "weekend of 6 May 2023"."""
+    at = _absolute(m["date"])
+    if at is None:
+        return None
+    return week_span(at.start) if m["unit"].lower() == "week" else weekend_span(at.start)
+
+
+def _range(m: re.Match[str], _anchor: date | None) -> Resolved | None:
+    """ "1 May 2023 to 12 May 2023" (how a span without a unit is labelled)."""
+    a, b = _absolute(m["a"]), _absolute(m["b"])
+    if a is None or b is None or b.end < a.start:
+        return None
+    return TimeSpan(a.start, b.end, "span")
+
+
+def _fixed(days: int) -> Rule:
+    def rule(_m: re.Match[str], anchor: date | None) -> Resolved | None:
+        return day_span(anchor + timedelta(days=days)) if anchor is not None else None
+
+    return rule
+
+
+_WHICH = r"(?:the\s+)?(?:this\s+past|this\s+coming|last|this|next|past|coming|previous|following)"
+
+# Longer expressions win where two start at the same place, so their order here is free.
+_RULES: tuple[tuple[re.Pattern[str], Rule], ...] = tuple(
+    (re.compile(p, re.I), rule)
+    for p, rule in (
+        (rf"(?P<a>{DATE})\s+to\s+(?P<b>{DATE})", _range),
+        (
+            rf"(?:the\s+)?(?P<what>{WEEKDAY}|{NUM}\s+{UNIT}s?|{UNIT})\s+(?P<dir>before|after)"
+            rf"\s+(?P<date>{DATE})",
+            _around_date,
+        ),
+        (rf"(?:the\s+)?(?P<unit>weekend|week)\s+of\s+(?P<date>{DATE})", _unit_of_date),
+        (r"(?:the\s+)?day\s+before\s+yesterday", _fixed(-2)),
+        (r"(?:the\s+)?day\s+after\s+tomorrow", _fixed(2)),
+        (r"yesterday|last\s+night", _fixed(-1)),
+        (r"today|tonight|this\s+(?:morning|afternoon|evening)", _fixed(0)),
+        (r"tomorrow", _fixed(1)),
+        (rf"(?P<n>{NUM})\s+(?P<unit>{UNIT})s?\s+(?P<dir>ago|back|from\s+now)", _ago),
+        (rf"(?P<which>{_WHICH}|earlier\s+this|later\s+this)\s+(?P<unit>{UNIT})", _relative_unit),
+        (r"the\s+(?P<unit>weekend|week|month|year)\s+(?P<which>before|after)", _unit_before),
+        (rf"(?P<which>{_WHICH})\s+(?P<day>{WEEKDAY})", _weekday_rel),
+        (rf"(?P<which>last|this|next|past)\s+(?P<season>{SEASON})", _season_rel),
+        (rf"(?P<season>{SEASON}),?\s+(?:of\s+)?(?P<year>{YEAR})", _season_year),
+        (rf"(?P<which>last|this|next)\s+(?P<month>{MONTH})", _month_rel),
+        (
+            rf"(?:the\s+)?(?P<nth>first|second|third|fourth|last)\s+week\s+of\s+(?P<month>{MONTH})"
+            rf"(?:,?\s+(?P<year>{YEAR}))?",
+            _week_of_month,
+        ),
+        (
+            rf"(?:the\s+)?(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{MONTH})"
+            rf"(?:,?\s+(?P<year>{YEAR}))?",
+            _dmy,
+        ),
+        (
+            rf"(?P<month>{MONTH})\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?(?!\d)"
+            rf"(?:,?\s+(?P<year>{YEAR}))?",
+            _dmy,
+        ),
+        (r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})", _iso),
+        (rf"(?P<month>{MONTH}),?\s+(?P<year>{YEAR})", _month_year),
+        (
+            rf"{_PREP}\s+(?:the\s+)?(?:(?:end|beginning|start|middle)\s+of\s+)?(?P<month>{MONTH})(?!,?\s+(?:{YEAR}|\d))",
+            _bare_month,
+        ),
+        (rf"(?:{_PREP}|the\s+year)\s+(?P<year>{YEAR})(?!\s*[-/]\d)", _year),
+    )
+)
+
+
+def find_times(text: str, anchor: date | datetime | None = None) -> list[Mention]:
+    """Every time expression of ``text``, in order, none overlapping (where two overlap the
+    one starting first, then the longer, is kept), resolved against ``anchor``. An
+    expression that would fall outside the years 1-9999 is not one."""
+    day = anchor.date() if isinstance(anchor, datetime) else anchor
+    found: list[tuple[int, int, Resolved]] = []
+    for pattern, rule in _RULES:
+        for m in pattern.finditer(text):
+            if not _bounded(text, m.start(), m.end()):
+                continue
+            try:
+                span = rule(m, day)
+            except (OverflowError, ValueError):  # past the calendar's ends (year 1 or 9999)
+                continue
+            if span is not None:
+                found.append((m.start(), m.end(), span))
+    found.sort(key=lambda x: (x[0], -x[1]))
+    out: list[Mention] = []
+    edge = 0
+    for start, end, span in found:
+        if start >= edge:
+            phrase = text[start:end]
+            resolved = span.with_phrase(phrase) if isinstance(span, TimeSpan) else span
+            out.append(Mention(phrase, start, end, resolved))
+            edge = end
+    return out
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """The match is whole words (the patterns carry no word boundaries themselves)."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or after.isalnum())
+
+
+def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:
+    """The first expression of ``text`` that resolves to days, or None."""
+    return next((m.span for m in find_times(text, anchor) if isinstance(m.span, TimeSpan)), None)

@@ -1,0 +1,278 @@
+"""The relative-time resolver: examples from real conversations, and properties over any
+anchor day (weeks, weekdays, months, labels that read back to the same days)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import date, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lightmem.timeparse import parse_timestamp
+from lightmem.timeresolve import find_times, resolve
+from lightmem.timespan import (
+    SEASONS,
+    TimeSpan,
+    YearlessSpan,
+    day_span,
+    month_span,
+    parse_iso_span,
+    season_span,
+    span_from_dict,
+    span_from_epochs,
+    span_to_dict,
+    span_to_epochs,
+    week_span,
+    weekend_span,
+    year_span,
+)
+
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+anchors = st.dates(min_value=date(1901, 1, 1), max_value=date(2098, 12, 31))
+
+
+@pytest.mark.parametrize(
+    ("said_at", "text", "phrase", "label"),
+    [
+        ("1:56 pm on 8 May, 2023", "I went to a support group yesterday.", "yesterday",
+         "on 7 May 2023"),
+        ("1:14 pm on 25 May, 2023", "I ran a charity race last Saturday", "last Saturday",
+         "on 20 May 2023"),
+        ("1:14 pm on 25 May, 2023", "We're thinking about camping next month", "next month",
+         "in Jun 2023"),
+        ("7:55 pm on 9 June, 2023", "my school event last week was awesome", "last week",
+         "week of 29 May 2023"),
+        ("2:31 pm on 17 July, 2023", "we went camping two weekends ago", "two weekends ago",
+         "weekend of 8 Jul 2023"),
+        ("2:31 pm on 17 July, 2023", "Last weekend I joined a program", "Last weekend",
+         "weekend of 15 Jul 2023"),
+        ("8:56 pm on 20 July, 2023", "I joined a new group last Tues.", "last Tues",
+         "on 18 Jul 2023"),
+        ("6:55 pm on 20 October, 2023", "that roadtrip this past weekend", "this past weekend",
+         "weekend of 14 Oct 2023"),
+        ("1:50 pm on 17 August, 2023", "We had a blast last year at Pride", "last year",
+         "in 2022"),
+        ("1:50 pm on 17 August, 2023", "that was back in 2019", "back in 2019", "in 2019"),
+        ("1:50 pm on 17 August, 2023", "three days ago I fell", "three days ago",
+         "on 14 Aug 2023"),
+        ("1:50 pm on 17 August, 2023", "I'm seeing her this Friday", "this Friday",
+         "on 18 Aug 2023"),
+        ("1:50 pm on 17 August, 2023", "it rained the week before", "the week before",
+         "week of 7 Aug 2023"),
+        ("1:50 pm on 17 August, 2023", "a few weeks ago we met", "a few weeks ago",
+         "17 Jul 2023 to 6 Aug 2023"),
+        ("1:50 pm on 17 August, 2023", "we went in June", "in June", "in Jun 2023"),
+        ("1:50 pm on 17 August, 2023", "last summer was hot", "last summer", "in summer 2022"),
+        ("3:00 pm on 10 January, 2024", "this winter is cold", "this winter", "in winter 2023"),
+        ("1:50 pm on 17 August, 2023", "on 3 March 2021 it began", "3 March 2021",
+         "on 3 Mar 2021"),
+        ("1:50 pm on 17 August, 2023", "my birthday is on March 3rd", "March 3rd",
+         "on 3 Mar 2023"),
+    ],
+)  # fmt: skip
+def test_expressions_from_conversations(said_at: str, text: str, phrase: str, label: str) -> None:
+    found = find_times(text, parse_timestamp(said_at))
+    assert [m.phrase for m in found] == [phrase]
+    span = found[0].span
+    assert isinstance(span, TimeSpan) and span.label() == label and span.phrase == phrase
+    assert text[found[0].start : found[0].end] == phrase
+
+
+@pytest.mark.parametrize(
+    ("answer", "days"),
+    [
+        ("The week before 9 June 2023", (date(2023, 5, 29), date(2023, 6, 4))),
+        ("The sunday before 25 May 2023", (date(2023, 5, 21), date(2023, 5, 21))),
+        ("two weekends before 17 July 2023", (date(2023, 7, 8), date(2023, 7, 9))),
+        ("The week of 23 August 2023", (date(2023, 8, 21), date(2023, 8, 27))),
+        ("The Friday before 15 July 2023", (date(2023, 7, 14), date(2023, 7, 14))),
+        ("19 January, 2023", (date(2023, 1, 19), date(2023, 1, 19))),
+        ("January, 2023", (date(2023, 1, 1), date(2023, 1, 31))),
+        ("Since 2016", (date(2016, 1, 1), date(2016, 12, 31))),
+        ("May 8, 2023", (date(2023, 5, 8), date(2023, 5, 8))),
+        ("2023-05-07", (date(2023, 5, 7), date(2023, 5, 7))),
+    ],
+)
+def test_absolute_expressions_need_no_anchor(answer: str, days: tuple[date, date]) -> None:
+    found = find_times(answer)
+    assert len(found) == 1 and isinstance(found[0].span, TimeSpan)
+    assert (found[0].span.start, found[0].span.end) == days
+
+
+def test_times_without_a_year_stay_yearless_until_anchored() -> None:
+    assert [m.span for m in find_times("When did she go camping in June?")] == [YearlessSpan(6)]
+    assert [m.span for m in find_times("the last week of June")] == [YearlessSpan(6, -7, -1)]
+    assert [m.span for m in find_times("on 13 August")] == [YearlessSpan(8, 13, 13)]
+    june = find_times("in June", date(2023, 8, 17))[0].span
+    assert june == month_span(2023, 6).with_phrase("in June")
+    assert YearlessSpan(6, -7, -1).in_year(2023).label() == "24 Jun 2023 to 30 Jun 2023"
+    # relative expressions need the time they were said
+    assert find_times("I went there yesterday and last week") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I may go, you may not",  # the verb, not the month
+        "we will march on",
+        "since we last spoke",
+        "a while ago",
+        "the sun is out",
+        "Saturdays are for chess",
+        "I paid 2000 dollars",
+        "room 2022 is free",
+    ],
+)
+def test_words_that_are_no_time(text: str) -> None:
+    assert find_times(text, date(2023, 5, 8)) == []
+
+
+@given(anchors, st.integers(1, 12))
+def test_days_ago_and_from_now(d: date, n: int) -> None:
+    assert resolve(f"{n} days ago", d) == day_span(d - timedelta(days=n)).with_phrase(
+        f"{n} days ago"
+    )
+    later = resolve(f"{n} days from now", d)
+    assert later is not None and later.start == d + timedelta(days=n)
+    assert resolve("yesterday", d).start == d - timedelta(days=1)  # type: ignore[union-attr]
+    assert resolve("tomorrow", d).start == d + timedelta(days=1)  # type: ignore[union-attr]
+    assert resolve("today", d).start == d  # type: ignore[union-attr]
+
+
+@given(anchors, st.integers(0, 6))
+def test_weekdays(d: date, wd: int) -> None:
+    name = DAYS[wd]
+    last, this, nxt = (resolve(f"{w} {name}", d) for w in ("last", "this", "next"))
+    assert last is not None and this is not None and nxt is not None
+    assert {last.start.weekday(), this.start.weekday(), nxt.start.weekday()} == {wd}
+    assert 1 <= (d - last.start).days <= 7
+    assert 1 <= (nxt.start - d).days <= 7
+    assert week_span(this.start) == week_span(d)
+    assert resolve(f"the {name} before {d.day} {d:%B %Y}", None) == last.with_phrase(
+        f"the {name} before {d.day} {d:%B %Y}"
+    )
+    assert resolve(f"last {name[:3]}", d) == last.with_phrase(f"last {name[:3]}")
+
+
+@given(anchors, st.integers(1, 8))
+def test_weeks_and_weekends(d: date, n: int) -> None:
+    last = resolve("last week", d)
+    assert last is not None and last.unit == "week" and last.days == 7
+    assert last.start.weekday() == 0 and last.end == week_span(d).start - timedelta(days=1)
+    assert resolve("the week before", d).same_days(last)  # type: ignore[union-attr]
+    ago = resolve(f"{n} weeks ago", d)
+    assert ago is not None and ago.start <= d - timedelta(weeks=n) <= ago.end
+    weekend = resolve("last weekend", d)
+    assert weekend is not None and weekend == weekend_span(last.start).with_phrase("last weekend")
+    assert weekend.start.weekday() == 5 and weekend.end < d and (d - weekend.start).days <= 13
+    this = resolve("this weekend", d)
+    assert this is not None and this.start.weekday() == 5 and week_span(this.start) == week_span(d)
+
+
+@given(anchors, st.integers(1, 11))
+def test_months_and_years(d: date, n: int) -> None:
+    last = resolve("last month", d)
+    assert last is not None and last.end == d.replace(day=1) - timedelta(days=1)
+    assert last.start.day == 1 and last.unit == "month"
+    nxt = resolve("next month", d)
+    assert nxt is not None and nxt.start == last.end + timedelta(days=1) + timedelta(
+        days=month_span(d.year, d.month).days
+    )
+    ago = resolve(f"{n} months ago", d)
+    assert ago is not None and ago.unit == "month"
+    assert (d.year * 12 + d.month) - (ago.start.year * 12 + ago.start.month) == n
+    assert resolve("last year", d) == year_span(d.year - 1).with_phrase("last year")
+    assert resolve(f"{n} years ago", d) == year_span(d.year - n).with_phrase(f"{n} years ago")
+
+
+@given(anchors, st.sampled_from(sorted(SEASONS)))
+def test_seasons(d: date, name: str) -> None:
+    last, this, nxt = (resolve(f"{w} {name}", d) for w in ("last", "this", "next"))
+    assert last is not None and this is not None and nxt is not None
+    assert last.end < d < nxt.start
+    assert last.start <= this.start <= nxt.start  # "last spring" on 1 June is this one
+    assert (nxt.start.year - last.start.year) in (1, 2)
+
+
+def _spans() -> st.SearchStrategy[TimeSpan]:
+    days = st.dates(min_value=date(1900, 1, 1), max_value=date(2099, 12, 1))
+    return st.one_of(
+        days.map(day_span),
+        days.map(week_span),
+        days.map(weekend_span),
+        days.map(lambda d: month_span(d.year, d.month)),
+        days.map(lambda d: year_span(d.year)),
+        st.tuples(days, st.sampled_from(["spring", "summer", "fall", "winter"])).map(
+            lambda x: season_span(x[1], x[0].year)
+        ),
+        st.tuples(days, st.integers(1, 400)).map(
+            lambda x: TimeSpan(x[0], x[0] + timedelta(days=x[1]))
+        ),
+    )
+
+
+@given(_spans(), anchors)
+def test_every_label_reads_back_to_its_days(span: TimeSpan, anchor: date) -> None:
+    for text in (span.label(), f"Maya went hiking ({span.label()})"):
+        found = [m.span for m in find_times(text, anchor)]
+        assert len(found) == 1 and isinstance(found[0], TimeSpan)
+        assert found[0].same_days(span)
+        assert found[0].unit == span.unit
+
+
+@given(_spans())
+def test_spans_keep_through_storage_snapshots_and_iso(span: TimeSpan) -> None:
+    back = parse_iso_span(span.iso())
+    assert back is not None and back.same_days(span)
+    assert span_from_epochs(*span_to_epochs(span), span.unit, span.phrase) == span
+    assert span_from_dict(span_to_dict(span)) == span
+    assert span_from_epochs(None, None, "", "") is None and span_from_dict(None) is None
+
+
+@given(st.text(max_size=200), st.one_of(st.none(), st.dates()))
+def test_any_text_resolves_without_raising(text: str, anchor: date | None) -> None:
+    found = find_times(text, anchor)
+    ends = [(m.start, m.end) for m in found]
+    assert ends == sorted(ends)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ends))
+    assert all(text[m.start : m.end] == m.phrase for m in found)
+
+
+def test_the_calendar_ends_are_no_error() -> None:
+    assert find_times("see you tomorrow", date(9999, 12, 31)) == []
+    assert find_times("yesterday", datetime(1, 1, 1)) == []
+
+
+@pytest.mark.parametrize(
+    ("iso", "label"),
+    [
+        ("2023-05-07", "on 7 May 2023"),
+        ("2023-05", "in May 2023"),
+        ("2022", "in 2022"),
+        ("2023-05-01/2023-05-07", "week of 1 May 2023"),
+        ("2023-05-06/2023-05-07", "weekend of 6 May 2023"),
+        ("2023-05-01/2023-05-31", "in May 2023"),
+        ("2023-05-03/2023-05-09", "3 May 2023 to 9 May 2023"),
+    ],
+)
+def test_iso_times_from_a_model(iso: str, label: str) -> None:
+    span = parse_iso_span(iso)
+    assert span is not None and span.label() == label
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "last week", "2023-02-30", "2023-13", "2023-05-09/2023-05-01", "0000", "May"]
+)
+def test_unreadable_iso_times_are_none(bad: str) -> None:
+    assert parse_iso_span(bad) is None
+
+
+def test_a_span_refuses_impossible_values() -> None:
+    with pytest.raises(ValueError, match="ends"):
+        TimeSpan(date(2023, 5, 2), date(2023, 5, 1))
+    with pytest.raises(ValueError, match="unit"):
+        TimeSpan(date(2023, 5, 2), date(2023, 5, 2), "fortnight")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no such days"):
+        YearlessSpan(13)
