@@ -161,31 +161,22 @@ def _cmd_history(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int
 def _cmd_update(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     entry = mem.update(resolve_id(mem, args.id, scope), args.text, **scope)
-    if args.json:
-        print_json(out, entry.to_dict())
-    else:
-        out.write(f"Updated [{short_id(entry.id)}] to version {entry.version}: {entry.text}\n")
-    return 0
+    line = f"Updated [{short_id(entry.id)}] to version {entry.version}: {entry.text}"
+    return _emit(out, args, entry.to_dict(), line)
 
 
 def _cmd_delete(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     entry = mem.delete(resolve_id(mem, args.id, scope), **scope)
-    if args.json:
-        print_json(out, {"deleted": entry.id})
-    else:
-        out.write(f"Deleted [{short_id(entry.id)}]; undo with: lightmem restore {entry.id}\n")
-    return 0
+    line = f"Deleted [{short_id(entry.id)}]; undo with: lightmem restore {entry.id}"
+    return _emit(out, args, {"deleted": entry.id}, line)
 
 
 def _cmd_restore(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     entry = mem.restore(_resolve_any(mem, args.id, scope), args.version, **scope)
-    if args.json:
-        print_json(out, entry.to_dict())
-    else:
-        out.write(f"Restored [{short_id(entry.id)}] as version {entry.version}: {entry.text}\n")
-    return 0
+    line = f"Restored [{short_id(entry.id)}] as version {entry.version}: {entry.text}"
+    return _emit(out, args, entry.to_dict(), line)
 
 
 def _cmd_purge(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
@@ -243,6 +234,15 @@ def _cmd_stats(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
         f"{'model usage:':<20}{usage['calls']} calls, {usage['items']} items, "
         f"{usage.get('prompt_tokens', 0)} prompt tokens (--json for each operation)\n"
     )
+    return 0
+
+
+def _emit(out: TextIO, args: argparse.Namespace, data: Any, line: str) -> int:
+    """``data`` as JSON under ``--json``, else the one ``line`` for people."""
+    if args.json:
+        print_json(out, data)
+    else:
+        out.write(line + "\n")
     return 0
 
 

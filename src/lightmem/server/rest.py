@@ -24,7 +24,7 @@ from lightmem.errors import (
 )
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
-from lightmem.server.access_log import AccessLog, ASGIApp
+from lightmem.server.access_log import AccessLog, ASGIApp, Receive, Send
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope
 from lightmem.server.tenancy import SERVER_SCHEMA, KeyRegistry, Tenant, TenantPool
 from lightmem.validate import MAX_OFFSET
@@ -327,12 +327,7 @@ class _BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
