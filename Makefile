@@ -4,13 +4,21 @@ PIP := $(PY) -m pip
 
 .PHONY: demo test fuzz bench clean
 
+# Two install levels share one venv: `make demo` needs only the core dependencies (no dev,
+# server or database extras); `make test` adds the dev extras on top.
+$(VENV)/.core: pyproject.toml
+	test -d $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev]'
-	touch $@
+	touch $(VENV)/.core $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.core
 	$(VENV)/bin/lightmem demo
 
 test: $(VENV)/.installed

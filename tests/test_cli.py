@@ -32,34 +32,188 @@ def test_demo_runs_offline_and_cites_sources() -> None:
     assert out.returncode == 0, out.stderr
     assert "source turn s1:5" in out.stdout  # the knee injury is found and cited
     assert "0 LLM calls" in out.stdout
+    assert "19 memories and 5 topic summaries" in out.stdout
+
+
+def _demo_answers() -> dict[str, str]:
+    """Each demo question with the source turn of its first answer."""
+    out = run("demo").stdout
+    first: dict[str, str] = {}
+    question = ""
+    for line in out.splitlines():
+        if line.startswith("Q: "):
+            question = line[3:]
+        elif question and line.startswith("  1. "):
+            first[question] = line.rsplit("source turn ", 1)[1]
+            question = ""
+    return first
+
+
+_RETRIEVAL = (
+    "hybrid retrieval ranks memories that match only the user's name (a term every memory "
+    "has, floored BM25 idf) as text evidence; fixed with the retrieval work (helper recall)"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "turns"),
+    [
+        ("What race did Maya sign up for?", {"s1:1"}),
+        pytest.param(
+            "Does Maya have any injuries?",
+            {"s1:5", "s3:1"},
+            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
+        ),
+        pytest.param(
+            "What does Maya eat? Any diet restrictions?",
+            {"s1:6", "s1:7"},
+            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
+        ),
+        ("Which project does Maya lead at work now?", {"s3:4"}),
+        pytest.param(
+            "How fast did Maya finish the half marathon?",
+            {"s4:1"},
+            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
+        ),
+    ],
+)
+def test_demo_answers_its_questions_first(question: str, turns: set[str]) -> None:
+    answers = _demo_answers()
+    assert answers[question] in turns, answers
+
+
+def test_make_demo_installs_the_core_only(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "demo", f"VENV={tmp_path / 'venv'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    installs = [ln for ln in out.stdout.splitlines() if "pip install" in ln and "-e" in ln]
+    assert installs and all(ln.rstrip().endswith("-e .") for ln in installs), installs
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "test", f"VENV={tmp_path / 'venv'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "'.[dev]'" in dry.stdout  # the tests keep the dev extras
 
 
 def test_add_search_show_history_stats(tmp_path: Path) -> None:
     store = str(tmp_path / "cli.db")
-    out = run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"messages": 19, "entries_created": 24}
     out = run(
-        "--store", store, "--user-id", "maya", "search", "vegetarian food", "--speaker", "Maya"
+        "--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"), "--json"
     )
-    hits = [json.loads(line) for line in out.stdout.splitlines()]
-    assert hits[0]["source_ids"] == ["s1:6"]
-    shown = json.loads(run("--store", store, "show", hits[0]["id"]).stdout)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "messages": 19,
+        "messages_added": 19,
+        "entries_created": 24,
+        "facts": 19,
+        "topic_summaries": 5,
+    }
+    out = run(
+        "--store",
+        store,
+        "--user-id",
+        "maya",
+        "search",
+        "vegetarian food",
+        "--speaker",
+        "Maya",
+        "--json",
+    )
+    hits = json.loads(out.stdout)
+    assert hits[0]["source_ids"] == ["s1:6"] and hits[0]["rank"] == 1
+    shown = json.loads(run("--store", store, "show", hits[0]["id"], "--json").stdout)
     assert shown["sources"][0]["content"].startswith("Oh, and I'm vegetarian")
-    hist = [
-        json.loads(line)
-        for line in run("--store", store, "history", hits[0]["id"]).stdout.splitlines()
-    ]
+    hist = json.loads(run("--store", store, "history", hits[0]["id"], "--json").stdout)
     assert [h["op"] for h in hist] == ["add"]
-    stats = json.loads(run("--store", store, "stats").stdout)
+    stats = json.loads(run("--store", store, "stats", "--json").stdout)
     assert stats["entries"] == 19
     ctx = run("--store", store, "search", "knee", "--context", "--budget-tokens", "30")
     assert "knee" in ctx.stdout and "[2 Mar 2024]" in ctx.stdout
 
 
+MEMORY_LINE = re.compile(r"(\d{4}-\d{2}-\d{2}|undated   ) {2}.+ {2}\[([^\]\s]{1,8})\]")
+
+
+def test_output_is_for_people_by_default(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    added = run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
+    assert added.stdout.strip() == (
+        "Added 19 of 19 messages (0 already stored). Created 24 memories: 19 from the "
+        "messages and 5 topic summaries."
+    )
+    out = run(
+        "--store", store, "--user-id", "maya", "search", "vegetarian food", "--speaker", "Maya"
+    )
+    lines = out.stdout.splitlines()
+    assert lines and all(re.fullmatch(r" *\d+\. " + MEMORY_LINE.pattern, ln) for ln in lines)
+    assert lines[0].startswith("  1. 2024-03-02  Maya: Oh, and I'm vegetarian")
+    assert "{" not in out.stdout and "score" not in out.stdout  # ranks, not raw scores
+    shown = run("--store", store, "show", MEMORY_LINE.search(lines[0]).group(2))  # type: ignore[union-attr]
+    assert shown.returncode == 0, shown.stderr
+    assert "source turns:" in shown.stdout and "s1:6" in shown.stdout
+    none = run("--store", store, "--user-id", "nobody", "search", "vegetarian food")
+    assert none.returncode == 0 and none.stdout == "No memory matches this query in this scope.\n"
+    stats = run("--store", store, "stats")
+    assert re.search(r"^entries: +19$", stats.stdout, re.M), stats.stdout
+    again = run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
+    assert again.stdout.startswith("Added 0 of 19 messages (19 already stored)."), again.stdout
+
+
+def test_list_update_delete_restore_by_short_id(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
+    listed = run("--store", store, "--user-id", "maya", "list", "--kind", "entry", "--limit", "3")
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 4 and lines[-1] == "(more: --offset 3)", listed.stdout
+    assert all(MEMORY_LINE.fullmatch(ln) for ln in lines[:3])
+    short = MEMORY_LINE.fullmatch(lines[0]).group(2)  # type: ignore[union-attr]
+    up = run("--store", store, "--user-id", "maya", "update", short, "Maya runs 5k now.")
+    assert up.returncode == 0 and up.stdout.startswith(f"Updated [{short}] to version 2"), up
+    assert "Maya runs 5k now." in run("--store", store, "list", "--limit", "50").stdout
+    gone = run("--store", store, "--user-id", "maya", "delete", short)
+    assert gone.stdout.startswith(f"Deleted [{short}]; undo with: lightmem restore {short}")
+    full_id = gone.stdout.split()[-1]
+    assert "Maya runs 5k now." not in run("--store", store, "list", "--limit", "50").stdout
+    back = run("--store", store, "--user-id", "maya", "restore", full_id, "--version", "2")
+    assert back.stdout.startswith(f"Restored [{short}] as version 3: Maya runs 5k now."), back
+    hist = run("--store", store, "history", full_id).stdout.splitlines()
+    assert [h.split()[1] for h in hist] == ["add", "update", "delete", "restore"]
+    empty = run("--store", store, "--user-id", "nobody", "list")
+    assert empty.stdout == "No memories in this scope.\n"
+    wrong = run("--store", store, "--user-id", "nobody", "delete", short)
+    assert wrong.returncode == 2 and "error: id" in wrong.stderr
+
+
+def test_offline_update_builds_the_queue_and_summarize_per_scope(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.db")
+    run("--store", store, "--user-id", "maya", "add", str(FIXTURES / "conversation.json"))
+    out = run("--store", store, "--user-id", "maya", "offline-update", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert 0 < report["queued"] <= 19 and report["pairs"] >= 0  # each entry with earlier ones
+    text = run("--store", store, "--user-id", "maya", "offline-update", "--score-threshold", "0.99")
+    queued = report["queued"]
+    assert text.stdout.startswith(f"Queued {queued} memories with their nearest neighbours;")
+    summ = run("--store", store, "--user-id", "maya", "summarize", "--window", "30d")
+    assert summ.returncode == 0, summ.stderr
+    first, *lines = summ.stdout.splitlines()
+    assert re.fullmatch(r"\d+ time windows: \d+ summaries written, 0 updated\.", first)
+    assert lines and all("(topic)" in ln and MEMORY_LINE.fullmatch(ln) for ln in lines)
+    redo = json.loads(
+        run("--store", store, "--user-id", "maya", "summarize", "--window", "30d", "--json").stdout
+    )
+    assert redo["created"] == [] and redo["windows"] == len(lines)  # nothing written twice
+
+
 def test_add_jsonl_from_stdin(tmp_path: Path) -> None:
     lines = "\n".join(json.dumps({"content": f"fact number {i}"}) for i in range(3))
-    out = run("--store", str(tmp_path / "s.db"), "add", "-", stdin=lines)
+    out = run("--store", str(tmp_path / "s.db"), "add", "-", "--json", stdin=lines)
     assert out.returncode == 0 and json.loads(out.stdout)["messages"] == 3
 
 
@@ -185,7 +339,19 @@ def test_keys_lifecycle_on_both_backends(tmp_path: Path, backend: str) -> None:
 
 
 def test_read_commands_refuse_a_store_that_does_not_exist(tmp_path: Path) -> None:
-    for command in (["search", "x"], ["show", "e1"], ["history", "e1"], ["stats"]):
+    commands = (
+        ["search", "x"],
+        ["list"],
+        ["show", "e1"],
+        ["history", "e1"],
+        ["update", "e1", "new text"],
+        ["delete", "e1"],
+        ["restore", "e1"],
+        ["offline-update"],
+        ["summarize"],
+        ["stats"],
+    )
+    for command in commands:
         out = run("--store", str(tmp_path / "nothere.db"), *command)
         assert out.returncode == 2, out.stderr
         assert out.stderr.strip() == (

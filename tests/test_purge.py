@@ -240,7 +240,7 @@ def test_cli_purge(tmp_path: Path) -> None:
     assert cli("--user-id", "maya", "add", str(conv)).returncode == 0
     refused = cli("purge")
     assert refused.returncode != 0 and "entry_id" in refused.stderr
-    out = cli("--user-id", "maya", "purge")
+    out = cli("--user-id", "maya", "purge", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["removed"]["entries"] >= 1
     assert b"31-07-1994" not in db.read_bytes()

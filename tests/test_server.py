@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -232,17 +233,17 @@ def test_mcp_in_memory_tools(pool: TenantPool) -> None:
             )
             assert len(r.structured_content["entries_created"]) >= 2
             hit = (await c.call_tool("retrieve_memory", {"query": "cat food"})).structured_content
-            eid = hit["results"][0]["id"]
-            assert (await c.call_tool("get_memory", {"memory_id": eid})).structured_content[
+            eid = hit["ids"][0]
+            assert (await c.call_tool("get_memory", {"entry_id": eid})).structured_content[
                 "sources"
             ]
-            await c.call_tool("update_memory", {"memory_id": eid, "text": "Pixel eats salmon now"})
-            hist = (await c.call_tool("memory_history", {"memory_id": eid})).structured_content
+            await c.call_tool("update_memory", {"entry_id": eid, "text": "Pixel eats salmon now"})
+            hist = (await c.call_tool("memory_history", {"entry_id": eid})).structured_content
             assert [e["op"] for e in hist["events"]] == ["add", "update"]
             with pytest.raises(Exception, match="query: must not be empty"):
                 await c.call_tool("retrieve_memory", {"query": ""})
             with pytest.raises(Exception, match="NotFoundError"):
-                await c.call_tool("get_memory", {"memory_id": "nope"})
+                await c.call_tool("get_memory", {"entry_id": "nope"})
             s = (await c.call_tool("start_task", {"task": "feed the cat"})).structured_content
             done = await c.call_tool(
                 "record_step", {"session_id": s["session_id"], "success": True}
@@ -266,7 +267,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
                 "add_memory", {"user_message": "I live in Porto.", "force_extract": True}
             )
             r = await c.call_tool("retrieve_memory", {"query": "where do I live", "limit": 1})
-            assert "Porto" in r.structured_content["results"][0]["original_text"]
+            assert "Porto" in r.structured_content["context"]
 
     asyncio.run(main())
 
@@ -290,7 +291,7 @@ def test_mcp_over_http_needs_a_key_and_isolates_tenants(
                 eid = added.structured_content["entries_created"][0]
             async with Client(f"{url}/mcp", auth=kb) as b:
                 with pytest.raises(Exception, match="NotFoundError"):
-                    await b.call_tool("get_memory", {"memory_id": eid})
+                    await b.call_tool("get_memory", {"entry_id": eid})
                 stats = (await b.call_tool("stats", {})).structured_content
                 assert stats["entries"] == 0 and "store" not in stats
 
@@ -340,3 +341,40 @@ def test_bench_serve_runs_on_both_backends(backend: str) -> None:
                 "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_srv_%'"
             ).fetchone()
         assert left == (0,)
+
+
+def test_rest_reads_and_deletes_take_the_scope(rest: str, keys: KeyRegistry) -> None:
+    c = _client(rest, keys.create("acme"))
+    eid = _add(c, "Maya's bike is red.", user_id="maya")[0]
+    _add(c, "Bob's bike is blue.", user_id="bob")
+    for path in (f"/v1/memories/{eid}", f"/v1/memories/{eid}/history"):
+        assert c.get(path, params={"user_id": "bob"}).status_code == 404
+        assert c.get(path, params={"user_id": "maya"}).status_code == 200
+    assert c.delete(f"/v1/memories/{eid}", params={"user_id": "bob"}).status_code == 404
+    assert c.get("/v1/stats", params={"user_id": "bob"}).json()["scope"] == "user_id=bob"
+    assert c.delete(f"/v1/memories/{eid}", params={"user_id": "maya"}).status_code == 200
+    r = c.post("/v1/memories/search", json={"query": "bike", "mode": "fuzzy"})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("mode")
+    r = c.post("/v1/memories/search", json={"query": "bike", "filters": {"kind": "nope"}})
+    assert r.status_code == 422 and "filters.kind" in r.json()["error"]["message"]
+    r = c.post("/v1/summarize", json={"retrieval_scope": "everything"})
+    assert r.status_code == 422 and "retrieval_scope" in r.json()["error"]["message"]
+    spec = c.get("/openapi.json").json()
+    stats_params = {p["name"] for p in spec["paths"]["/v1/stats"]["get"]["parameters"]}
+    assert {"user_id", "agent_id", "run_id"} <= stats_params
+
+
+def test_every_request_is_logged_without_the_key(
+    pool: TenantPool, keys: KeyRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = keys.create("acme")
+    caplog.set_level("INFO", logger="lightmem.access")
+    with LiveServer(create_app(pool, keys)) as url:
+        c = _client(url, key)
+        assert c.post("/v1/memories/search", json={"query": "secret words"}).status_code == 200
+        assert _client(url, None).get("/v1/stats", params={"user_id": "u"}).status_code == 401
+    lines = [r.getMessage() for r in caplog.records if r.name == "lightmem.access"]
+    assert re.fullmatch(r"POST /v1/memories/search 200 \d+\.\dms", lines[0]), lines
+    assert re.fullmatch(r"GET /v1/stats 401 \d+\.\dms", lines[1]), lines
+    logged = "\n".join(caplog.messages)
+    assert key not in logged and key.split("_")[1] not in logged and "secret" not in logged

@@ -29,7 +29,18 @@ def count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-_READ_COMMANDS = ("search", "show", "history", "stats")
+_READ_COMMANDS = (
+    "search",
+    "list",
+    "show",
+    "history",
+    "update",
+    "delete",
+    "restore",
+    "offline-update",
+    "summarize",
+    "stats",
+)
 
 
 def load_config(args: argparse.Namespace) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from lightmem.cli.output import memory_line
 from lightmem.memory import LightMemory
 
 QUESTIONS = (
@@ -33,19 +34,21 @@ def run(out: TextIO, store_path: str | None = None) -> None:
         with LightMemory.from_config({"store": {"path": path}}) as mem:
             msgs = demo_messages()
             result = mem.add_memory(msgs, force_extract=True, user_id="maya")
+            created = mem.store.get_entries(list(result.entries_created)).values()
+            summaries = sum(e.kind == "summary" for e in created)
             out.write(
                 f"Ingested {result.messages_added} messages into {path}: "
-                f"{len(result.entries_created)} memory entries in "
-                f"{result.segments_created} topics ({time.perf_counter() - start:.1f}s, "
-                "no model server, no network).\n"
+                f"{len(result.entries_created) - summaries} memories and {summaries} topic "
+                f"summaries ({time.perf_counter() - start:.1f}s, no model server, no "
+                "network).\nBest match first; each line ends with its short id and the turn "
+                "it came from.\n"
             )
             for q in QUESTIONS:
                 out.write(f"\nQ: {q}\n")
-                for r in mem.retrieve(q, limit=3, user_id="maya"):
-                    when = r.timestamp.date().isoformat() if r.timestamp else "undated"
+                for rank, r in enumerate(mem.retrieve(q, limit=3, user_id="maya"), 1):
                     out.write(
-                        f"  {r.score:.3f}  [{when}] {r.speaker}: {r.text}"
-                        f"   <- source turn {', '.join(r.source_ids)}\n"
+                        f"  {rank}. {memory_line(r.entry)}  <- source turn "
+                        f"{', '.join(r.source_ids)}\n"
                     )
             q = QUESTIONS[1]
             out.write(f"\nPrompt context for {q!r} within 60 tokens:\n")

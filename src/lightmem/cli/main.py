@@ -1,4 +1,5 @@
-"""``lightmem`` command line: demo, add, search, show, history, purge, stats, bench."""
+"""``lightmem`` command line: the parser, and dispatch to the demo, the memory commands
+(``memory_commands``), the servers (``serve``) and the benchmarks (``bench``)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
+from lightmem.cli import memory_commands
 from lightmem.cli.args import count, load_config
 from lightmem.cli.bench import add_bench_parser, run_bench
-from lightmem.errors import InvalidInputError, LightMemError
+from lightmem.errors import LightMemError
 from lightmem.memory import LightMemory
 
 _DSN_HELP = "PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)"
@@ -24,6 +24,15 @@ def _tenant_args(p: argparse.ArgumentParser, data_help: str = "tenant stores and
         "--data-dir", default=os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data"), help=data_help
     )
     p.add_argument("--dsn", default=None, help=_DSN_HELP)
+
+
+def _memory_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse.ArgumentParser:
+    """A command on the --store file; each prints for people, or JSON with ``--json``."""
+    p = sub.add_parser(name, help=help_text)
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    return p
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,12 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="offline demos: lightmem (default) or fluxmem")
     d.add_argument("which", nargs="?", default="lightmem", choices=["lightmem", "fluxmem"])
 
-    a = sub.add_parser("add", help="add a conversation from a JSON or JSONL file ('-' = stdin)")
+    a = _memory_command(sub, "add", "add a conversation from a JSON or JSONL file ('-' = stdin)")
     a.add_argument("file")
     a.add_argument("--batch", type=count(1), default=64, help="messages per add_memory call")
     a.add_argument("--no-flush", action="store_true", help="leave the tail buffered")
 
-    s = sub.add_parser("search", help="retrieve memories for a query")
+    s = _memory_command(sub, "search", "retrieve memories for a query, best first")
     s.add_argument("query")
     s.add_argument("--limit", type=count(1), default=10)
     s.add_argument("--mode", choices=["embedding", "context", "hybrid", "hierarchical"])
@@ -58,18 +67,48 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--speaker")
     s.add_argument("--context", action="store_true", help="print formatted prompt context")
 
-    sh = sub.add_parser("show", help="show one entry with its source turns")
-    sh.add_argument("id")
+    ls = _memory_command(sub, "list", "list memories in time order (paginated)")
+    ls.add_argument("--limit", type=count(1), default=20)
+    ls.add_argument("--offset", type=count(0), default=0)
+    ls.add_argument("--kind", choices=["entry", "event", "summary"])
+    ls.add_argument("--speaker")
 
-    h = sub.add_parser("history", help="show the change history of one entry")
+    sh = _memory_command(sub, "show", "show one memory with its source turns")
+    sh.add_argument("id", help="the id, or the short id the other commands print")
+
+    h = _memory_command(sub, "history", "show the change history of one memory")
     h.add_argument("id")
 
-    pu = sub.add_parser(
-        "purge", help="erase one entry, or everything in --user-id/--agent-id/--run-id, for good"
+    up = _memory_command(sub, "update", "replace a memory's text (the old version is kept)")
+    up.add_argument("id")
+    up.add_argument("text")
+
+    de = _memory_command(sub, "delete", "delete a memory (restorable)")
+    de.add_argument("id")
+
+    re_ = _memory_command(sub, "restore", "bring back a deleted or earlier version of a memory")
+    re_.add_argument("id")
+    re_.add_argument("--version", type=count(1), help="default: the last version")
+
+    pu = _memory_command(
+        sub, "purge", "erase one entry, or everything in --user-id/--agent-id/--run-id, for good"
     )
     pu.add_argument("id", nargs="?", help="the entry to erase (omit to erase the whole scope)")
 
-    sub.add_parser("stats", help="counts and model usage of the store")
+    ou = _memory_command(
+        sub, "offline-update", "build the update queue, then merge or delete overlapping memories"
+    )
+    ou.add_argument("--top-k", type=count(1), default=20, help="neighbours considered per memory")
+    ou.add_argument("--keep-top-n", type=count(1), default=10, help="neighbours kept per memory")
+    ou.add_argument("--score-threshold", type=float, default=0.8, help="cosine similarity cut")
+
+    sm = _memory_command(sub, "summarize", "write one summary per time window")
+    sm.add_argument("--window", default="7d", help="window length, e.g. 12h, 7d, 2w")
+    sm.add_argument(
+        "--historical", action="store_true", help="each summary sees the previous window's"
+    )
+
+    _memory_command(sub, "stats", "counts and model usage of the store")
 
     sv = sub.add_parser("serve", help="REST API and viewer (/ui); needs lightmem[server]")
     sv.add_argument("--host", default="127.0.0.1")
@@ -79,12 +118,14 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--workers", type=count(1), default=1, help="server processes (share the files)"
     )
+    sv.add_argument("--no-access-log", action="store_true", help="no line per request")
 
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
     mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8766)
     _tenant_args(mc, "tenant stores and keys (http)")
+    mc.add_argument("--no-access-log", action="store_true", help="no line per request (http)")
 
     ks = sub.add_parser("keys", help="API keys for the HTTP servers")
     ksub = ks.add_subparsers(dest="keys", required=True)
@@ -118,10 +159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _scope(args: argparse.Namespace) -> dict[str, Any]:
-    return {"user_id": args.user_id, "agent_id": args.agent_id, "run_id": args.run_id}
-
-
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         if args.which == "fluxmem":
@@ -146,80 +183,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return serve.dispatch(args, load_config(args))
     with LightMemory.from_config(load_config(args)) as mem:
-        if args.command == "add":
-            return _add(mem, args)
-        if args.command == "search":
-            filters = {"speaker": args.speaker} if args.speaker else None
-            kw: dict[str, Any] = {
-                "limit": args.limit,
-                "filters": filters,
-                "mode": args.mode,
-                "budget_tokens": args.budget_tokens,
-                **_scope(args),
-            }
-            if args.context:
-                print(mem.retrieve_context(args.query, **kw))
-            else:
-                for r in mem.retrieve(args.query, **kw):
-                    print(json.dumps(r.to_dict(), ensure_ascii=False))
-            return 0
-        if args.command == "show":
-            entry = mem.get(args.id, **_scope(args))
-            sources = [
-                {"id": m.id, "speaker": m.speaker, "content": m.content, "time": m.time_text}
-                for m in mem.sources(args.id, **_scope(args))
-            ]
-            print(json.dumps({**entry.to_dict(), "sources": sources}, indent=2, ensure_ascii=False))
-            return 0
-        if args.command == "history":
-            for ev in mem.history(args.id, **_scope(args)):
-                print(json.dumps(ev.to_dict(), ensure_ascii=False))
-            return 0
-        if args.command == "purge":
-            print(json.dumps(mem.purge(args.id, **_scope(args)).to_dict(), indent=2))
-            return 0
-        if args.command == "stats":
-            print(json.dumps(mem.stats(**_scope(args)), indent=2))
-            return 0
-    raise InvalidInputError(f"command: unknown command {args.command!r}")  # pragma: no cover
-
-
-def _read_messages(path: str) -> list[Any]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError(f"file: cannot read {path}: {exc}") from exc
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
-            data = json.loads(text)
-        else:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise InvalidInputError(f"file: {path} is not JSON or JSONL: {exc}") from exc
-    if not isinstance(data, list):
-        raise InvalidInputError(f"file: {path} must hold a list of messages")
-    return data
-
-
-def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _add(mem: LightMemory, args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    messages = _read_messages(args.file)
-    created = 0
-    with tqdm(total=len(messages), unit="msg", disable=len(messages) < 200, file=sys.stderr) as bar:
-        for batch in _batches(messages, args.batch):
-            created += len(mem.add_memory(batch, **_scope(args)).entries_created)
-            bar.update(len(batch))
-    if not args.no_flush:
-        created += len(mem.flush(**_scope(args)).entries_created)
-    print(json.dumps({"messages": len(messages), "entries_created": created}))
-    return 0
+        return memory_commands.run(mem, args, sys.stdout)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,6 +34,8 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
         return 0
     import uvicorn
 
+    from lightmem.server.access_log import log_config
+
     tenant_config = {k: v for k, v in config.items() if k != "store"}
     if args.command == "serve":
         if args.max_body_mb <= 0:
@@ -48,6 +50,11 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
         os.environ["LIGHTMEM_MAX_BODY_BYTES"] = str(int(args.max_body_mb * 1024 * 1024))
         os.environ["LIGHTMEM_SERVER_CONFIG"] = json.dumps(tenant_config)
         _warn_public(args.host)
+        base = _url(args.host, args.port)
+        _say(
+            f"lightmem serve: REST API {base}/v1, OpenAPI docs {base}/docs, viewer {base}/ui/ "
+            f"({args.workers} worker{'s' if args.workers > 1 else ''}; Ctrl-C stops)"
+        )
         uvicorn.run(
             "lightmem.server.rest:app_from_env",
             factory=True,
@@ -55,8 +62,11 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
             port=args.port,
             workers=args.workers,
             log_level="warning",
+            log_config=log_config(not args.no_access_log),
         )
+        _say("lightmem serve: stopped")
         return 0
+    from lightmem.server.access_log import AccessLog
     from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
     from lightmem.server.tenancy import open_tenant, single_threaded_blas
 
@@ -70,9 +80,29 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
     keys = pool.keys()
     server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
     _warn_public(args.host)
-    uvicorn.run(server.http_app(path="/mcp"), host=args.host, port=args.port, log_level="warning")
+    _say(
+        f"lightmem mcp: streamable HTTP at {_url(args.host, args.port)}/mcp "
+        "(clients send Authorization: Bearer <key>; Ctrl-C stops)"
+    )
+    app = AccessLog(server.http_app(path="/mcp"))
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        log_config=log_config(not args.no_access_log),
+    )
     pool.close()
+    _say("lightmem mcp: stopped")
     return 0
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _warn_public(host: str) -> None:

@@ -23,15 +23,13 @@ from lightmem.errors import (
     StoreError,
 )
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
-from lightmem.server import service
+from lightmem.server import schemas, service
+from lightmem.server.access_log import AccessLog, ASGIApp, Receive, Send
+from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope
 from lightmem.server.tenancy import SERVER_SCHEMA, KeyRegistry, Tenant, TenantPool
 from lightmem.validate import MAX_OFFSET
 
 Scope = dict[str, str | None]
-ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 
@@ -41,9 +39,9 @@ class _Body(BaseModel):
 
 
 class ScopeFields(_Body):
-    user_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
+    user_id: str | None = Field(None, description=schemas.USER_ID)
+    agent_id: str | None = Field(None, description=schemas.AGENT_ID)
+    run_id: str | None = Field(None, description=schemas.RUN_ID)
 
 
 class AddBody(ScopeFields):
@@ -53,11 +51,11 @@ class AddBody(ScopeFields):
 
 
 class SearchBody(ScopeFields):
-    query: str
-    limit: int | None = None
-    filters: dict[str, Any] | None = None
-    mode: str | None = None
-    budget_tokens: int | None = None
+    query: str = Field(description=schemas.QUERY)
+    limit: int | None = Field(None, description=schemas.LIMIT)
+    filters: MemoryFilters | None = Field(None, description=schemas.FILTERS)
+    mode: Mode | None = Field(None, description=schemas.MODE)
+    budget_tokens: int | None = Field(None, description=schemas.BUDGET_TOKENS)
 
 
 class UpdateBody(ScopeFields):
@@ -75,8 +73,8 @@ class OfflineUpdateBody(ScopeFields):
 
 
 class SummarizeBody(ScopeFields):
-    time_window: str | float = "7d"
-    retrieval_scope: str = "global"
+    time_window: str | float = Field("7d", description=schemas.TIME_WINDOW)
+    retrieval_scope: RetrievalScope = Field("global", description=schemas.RETRIEVAL_SCOPE)
 
 
 class KnowledgeBody(_Body):
@@ -160,7 +158,7 @@ def create_app(
             t,
             body.query,
             limit=body.limit,
-            filters=body.filters,
+            filters=body.filters.as_dict() if body.filters else None,
             mode=body.mode,
             budget_tokens=body.budget_tokens,
             scope=_scope_of(body),
@@ -169,53 +167,39 @@ def create_app(
     @app.get("/v1/memories", tags=["memory"])
     def list_memories(
         t: TenantDep,
+        scope: ScopeDep,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-        kind: str | None = None,
+        kind: Kind | None = None,
         speaker: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
     ) -> dict[str, Any]:
         filters = {k: v for k, v in (("kind", kind), ("speaker", speaker)) if v is not None}
         return service.list_memories(
-            t,
-            filters=filters or None,
-            limit=limit,
-            offset=offset,
-            scope={"user_id": user_id, "agent_id": agent_id, "run_id": run_id},
+            t, filters=filters or None, limit=limit, offset=offset, scope=scope
         )
 
     @app.get("/v1/memories/{entry_id}", tags=["memory"])
-    def get_memory(entry_id: str, t: TenantDep) -> dict[str, Any]:
-        return service.get_memory(t, entry_id)
+    def get_memory(entry_id: str, t: TenantDep, scope: ScopeDep) -> dict[str, Any]:
+        return service.get_memory(t, entry_id, scope)
 
     @app.patch("/v1/memories/{entry_id}", tags=["memory"])
     def update_memory(entry_id: str, body: UpdateBody, t: TenantDep) -> dict[str, Any]:
         return service.update_memory(t, entry_id, body.text, _scope_of(body))
 
     @app.delete("/v1/memories/{entry_id}", tags=["memory"])
-    def delete_memory(entry_id: str, t: TenantDep) -> dict[str, Any]:
-        return service.delete_memory(t, entry_id)
+    def delete_memory(entry_id: str, t: TenantDep, scope: ScopeDep) -> dict[str, Any]:
+        return service.delete_memory(t, entry_id, scope)
 
     @app.delete("/v1/purge", tags=["memory"])
-    def purge(
-        t: TenantDep,
-        entry_id: str | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
+    def purge(t: TenantDep, scope: ScopeDep, entry_id: str | None = None) -> dict[str, Any]:
         """Erase one memory (``entry_id``) or everything in a scope for good: entries,
         history, source turns, vectors and (for a scope) its FluxMem graph; not restorable.
         Neither an id nor a scope field: 422. Returns the rows removed per table."""
-        return service.purge(
-            t, entry_id, {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-        )
+        return service.purge(t, entry_id, scope)
 
     @app.get("/v1/memories/{entry_id}/history", tags=["memory"])
-    def history(entry_id: str, t: TenantDep) -> dict[str, Any]:
-        return service.memory_history(t, entry_id)
+    def history(entry_id: str, t: TenantDep, scope: ScopeDep) -> dict[str, Any]:
+        return service.memory_history(t, entry_id, scope)
 
     @app.post("/v1/memories/{entry_id}/restore", tags=["memory"])
     def restore(entry_id: str, body: RestoreBody, t: TenantDep) -> dict[str, Any]:
@@ -241,8 +225,8 @@ def create_app(
         )
 
     @app.get("/v1/stats", tags=["memory"])
-    def stats(t: TenantDep) -> dict[str, Any]:
-        return service.stats(t)
+    def stats(t: TenantDep, scope: ScopeDep) -> dict[str, Any]:
+        return service.stats(t, scope)
 
     # -- FluxMem ------------------------------------------------------------------------
     @app.post("/v1/fluxmem/knowledge", tags=["fluxmem"])
@@ -296,6 +280,7 @@ def create_app(
         return RedirectResponse("/ui/")
 
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(AccessLog)  # outermost: 413s and 401s are logged too
     return app
 
 
@@ -322,6 +307,18 @@ def _tenant(
 TenantDep = Annotated[Tenant, Depends(_tenant)]
 
 
+def _query_scope(
+    user_id: Annotated[str | None, Query(description=schemas.USER_ID)] = None,
+    agent_id: Annotated[str | None, Query(description=schemas.AGENT_ID)] = None,
+    run_id: Annotated[str | None, Query(description=schemas.RUN_ID)] = None,
+) -> Scope:
+    """The scope of a GET or DELETE, from its query string."""
+    return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+
+
+ScopeDep = Annotated[Scope, Depends(_query_scope)]
+
+
 def _error(
     status: int, kind: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
@@ -335,12 +332,7 @@ class _BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -12,6 +12,7 @@ async function api(path, options = {}) {
   if (options.body) headers["Content-Type"] = "application/json";
   const response = await fetch(path, Object.assign({}, options, { headers }));
   const data = await response.json().catch(() => ({}));
+  if (response.status === 401) $("key-hint").hidden = false;
   if (!response.ok) {
     const message = data.error ? data.error.message : response.statusText;
     throw new Error(response.status + " " + message);
@@ -31,6 +32,16 @@ function scope() {
   return user ? { user_id: user } : {};
 }
 
+function scopeQuery() {
+  const params = new URLSearchParams(scope()).toString();
+  return params ? "?" + params : "";
+}
+
+function keyChanged() {
+  sessionStorage.setItem("lightmem-key", key());
+  $("key-hint").hidden = key() !== "";
+}
+
 async function search(event) {
   event.preventDefault();
   $("status").textContent = "Searching...";
@@ -38,13 +49,15 @@ async function search(event) {
   try {
     const body = Object.assign({ query: $("query").value, mode: $("mode").value, limit: 25 }, scope());
     const data = await api("/v1/memories/search", { method: "POST", body: JSON.stringify(body) });
-    $("status").textContent = data.results.length + " result(s)";
+    $("status").textContent = data.results.length
+      ? data.results.length + " result(s), best first"
+      : "No memory matches this query" + (scope().user_id ? " for this user_id." : ".");
     for (const r of data.results) {
       const li = el("li");
       li.dataset.id = r.id;
-      li.append(el("span", r.text, "text"));
+      li.append(el("span", r.original_text || r.text, "text"));
       const when = r.timestamp ? r.timestamp.slice(0, 10) : "undated";
-      li.append(el("div", [r.kind, when, r.speaker_name || r.speaker_id, "score " + r.score.toFixed(3)]
+      li.append(el("div", [r.kind, when, r.speaker_name || r.speaker_id, r.id.slice(0, 8)]
         .filter(Boolean).join(" · "), "meta"));
       li.addEventListener("click", () => show(r.id, li));
       $("results").append(li);
@@ -58,8 +71,8 @@ async function show(id, li) {
   for (const other of $("results").children) other.classList.remove("selected");
   if (li) li.classList.add("selected");
   try {
-    const entry = await api("/v1/memories/" + encodeURIComponent(id));
-    const hist = await api("/v1/memories/" + encodeURIComponent(id) + "/history");
+    const entry = await api("/v1/memories/" + encodeURIComponent(id) + scopeQuery());
+    const hist = await api("/v1/memories/" + encodeURIComponent(id) + "/history" + scopeQuery());
     $("detail").hidden = false;
     $("detail-text").textContent = entry.text;
     const meta = $("detail-meta");
@@ -172,7 +185,8 @@ function tab(name) {
 }
 
 $("key").value = sessionStorage.getItem("lightmem-key") || "";
-$("key").addEventListener("change", () => sessionStorage.setItem("lightmem-key", key()));
+$("key-hint").hidden = key() !== "";
+$("key").addEventListener("input", keyChanged);
 $("search-form").addEventListener("submit", search);
 $("subgraph-form").addEventListener("submit", highlight);
 $("reload-graph").addEventListener("click", loadGraph);
