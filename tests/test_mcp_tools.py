@@ -23,7 +23,14 @@ FIXED = {
     "record_step": {"feedback.kind"},
 }
 #: FluxMem keeps one graph per tenant: its tools take no user scope.
-FLUXMEM = {"add_knowledge", "start_task", "record_step", "consolidate", "show_subgraph"}
+FLUXMEM = {
+    "add_knowledge",
+    "start_task",
+    "record_step",
+    "consolidate",
+    "purge_graph",
+    "show_subgraph",
+}
 SCOPE = {"user_id", "agent_id", "run_id"}
 
 

@@ -143,11 +143,6 @@ def test_viewer_tells_a_first_time_user_how_to_get_a_key(browser: Any, tmp_path:
     pool.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs immediately searchable adds (helper served, issue 14): until then a message "
-    "added without force_extract waits in the buffer and a search cannot find it",
-)
 def test_viewer_finds_a_memory_added_one_call_earlier(browser: Any, tmp_path: Path) -> None:
     import httpx
     from selenium.webdriver.common.by import By
