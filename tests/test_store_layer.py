@@ -20,7 +20,7 @@ import pytest
 import lightmem
 from lightmem import InvalidInputError, MemoryEntry, Message, SQLiteStore, StoreError
 from lightmem.ledger import UsageRecord
-from lightmem.store.sqlite_schema import SCHEMA_VERSION
+from lightmem.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from lightmem.types import Edge, Filters, Node, Scope
 
 DIM = 8
@@ -64,7 +64,8 @@ def test_a_store_written_by_b3bd570_opens_and_migrates(old_store: Path) -> None:
             assert int(s.one("SELECT value FROM meta WHERE key='schema_version'")[0]) == (
                 SCHEMA_VERSION
             )
-            assert [r[1] for r in s.all("SELECT * FROM schema_migrations")] == ["graph_scope"]
+            applied = [r[1] for r in s.all("SELECT * FROM schema_migrations")]
+            assert applied == [m.name for m in MIGRATIONS[1:]]
         alice = Scope("alice")
         assert store.counts(alice)["entries"] == 1 and store.counts(alice)["summaries"] == 1
         assert store.get_entry("e1", alice).text == "Alice moved to Paris"  # type: ignore[union-attr]

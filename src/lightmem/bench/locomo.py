@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lightmem.bench import qa_prompts
+from lightmem.bench import locomo_kinds, qa_prompts
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
 from lightmem.llm.base import LLMClient
@@ -78,6 +78,7 @@ def run(
     samples: int | None = None,
     limit_turns: int | None = None,
     count_tokens: Callable[[str], int] | None = None,
+    update: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``.
 
@@ -87,7 +88,10 @@ def run(
     as judge (LoCoMo LLM-judge protocol). ``samples`` keeps the first conversations only;
     ``limit_turns`` ingests the first turns of each and asks only the questions whose
     evidence lies within them. ``count_tokens`` counts raw tokens with the model's own
-    tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio.
+    tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio. With
+    ``update`` and the offline update configured, each conversation gets the pipeline's
+    offline update pass after ingestion; questions with a ``kind`` are scored by
+    :mod:`lightmem.bench.locomo_kinds`.
     """
     data = load(path)[:samples] if samples else load(path)
     questions: list[dict[str, Any]] = []
@@ -109,7 +113,11 @@ def run(
                     turns += len(msgs)
                     raw_tokens += sum((count_tokens or estimate_tokens)(m["content"]) for m in msgs)
                 mem.flush()
+                if update and mem.settings.update == "offline":  # the pipeline's update stage
+                    mem.construct_update_queue_all_entries()
+                    mem.offline_update_all_entries()
                 ingest_s += time.perf_counter() - t0
+                stored = locomo_kinds.stored_entries(mem, sample)
                 for qa in sample.get("qa", []):
                     if qa.get("category") not in (1, 2, 3, 4):
                         continue
@@ -143,12 +151,17 @@ def run(
                                     "kind": r.entry.kind,
                                     "source_ids": list(r.source_ids),
                                     "score": r.score,
+                                    **locomo_kinds.memory_fields(r),
                                 }
                                 for r in results
                             ],
                             "tokens": sum(r.tokens for r in results),
                             "all_evidence": ev <= got,
                             "any_evidence": bool(ev & got),
+                            "context": mem.format_context(results),
+                            **locomo_kinds.score(
+                                qa, ev, results, stored, evidence_ids(qa.get("stale_evidence", []))
+                            ),
                         }
                     )
                     if qa_client is not None:
@@ -165,6 +178,8 @@ def run(
             for k in _USAGE:
                 agg[k] += getattr(r, k)
     summary = summarize(questions, ingest_s, turns, latencies, budget_tokens)
+    if any("kind" in q for q in questions):
+        summary.update(locomo_kinds.summary(questions))
     summary["usage"] = [{"kind": k, "op": o, **v} for (k, o), v in sorted(usage.items())]
     llm_extract = usage.get(("llm", "extract"))
     if llm_extract:

@@ -6,6 +6,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -23,6 +24,7 @@ from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.memory.params import ROLES, retrieve_params, scorer
+from lightmem.pipeline import validity
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
 from lightmem.pipeline.extract_llm import LLMMemoryManager
@@ -103,7 +105,7 @@ class LightMemory:
             roles=ROLES.get(s.messages_use),
             context_window=s.context_window,
         )
-        self.updater = updater or OfflineUpdater()
+        self.updater = updater or OfflineUpdater(embedder)
         store.bind_embedder(embedder.name, embedder.dim)
         self._ingestor = Ingestor(
             store,
@@ -214,6 +216,7 @@ class LightMemory:
         *,
         mode: str | None = None,
         budget_tokens: int | None = None,
+        as_of: datetime | str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
@@ -222,12 +225,13 @@ class LightMemory:
 
         ``mode``: "embedding", "context" (BM25), "hybrid" or "hierarchical" (topic
         summaries first); default from config. ``filters``: time_from, time_to, speaker,
-        topic_id, kind.
+        topic_id, kind. ``as_of``: only what was valid then (said, not yet superseded).
         """
         q = validate.query(query)
         scope = validate.scope(user_id, agent_id, run_id)
         params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens)
-        return self._retriever.retrieve(q, scope, validate.filters(filters), params)
+        f = validate.filters(filters)
+        return self._retriever.retrieve(q, scope, validity.as_of_filters(f, as_of), params)
 
     def retrieve_context(self, query: str, *, cite: bool = False, **kwargs: Any) -> str:
         """:meth:`retrieve`, formatted as prompt context (``cite``: add source ids)."""
@@ -348,7 +352,9 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> MemoryEntry:
-        """Bring back a version (default: the last one) of an updated or deleted entry."""
+        """Bring back a version (default: the last one; a superseded entry: current again)."""
+        if done := validity.unsupersede(self.store, entry_id, version, user_id, agent_id, run_id):
+            return done
         events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
         snaps = [e.after for e in events if e.after is not None]
         if version is not None:

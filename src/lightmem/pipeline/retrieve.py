@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lightmem.embed.base import Embedder
+from lightmem.pipeline import validity
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms, estimate_tokens
@@ -44,7 +45,7 @@ def format_line(entry: MemoryEntry) -> str:
     if entry.kind == "event":
         return f"- (event) {inline(entry.text)}"
     who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
-    return f"- {who}{inline(entry.text)}"
+    return f"- {who}{inline(entry.text)}{validity.label(entry)}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -104,7 +105,7 @@ class Retriever:
             return self._hierarchical(query, scope, filters, p)
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         fused = self._fused(query, scope, f, p, p.mode)
-        return self._pack(fused, p)
+        return self._pack(validity.rank(self._store, query, fused, f.as_of), p)
 
     def _fused(
         self, query: str, scope: Scope, f: Filters, p: RetrieveParams, mode: str
@@ -141,7 +142,7 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        return self._pack(top + hits, p)
+        return self._pack(validity.rank(self._store, query, top + hits, filters.as_of), p)
 
     def _pack(self, ranked: list[ScoredId], p: RetrieveParams) -> list[RetrievalResult]:
         out: list[RetrievalResult] = []

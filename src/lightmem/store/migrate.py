@@ -147,24 +147,23 @@ def _copy_entries(s: sqlite3.Connection, c: Any) -> None:
     for r in s.execute(
         "SELECT e.id, e.kind, e.user_id, e.agent_id, e.run_id, e.text, e.original_text, e.ts, "
         "e.speaker_id, e.speaker_name, e.topic_id, e.source_ids, e.context, e.version, "
-        "e.created_at, e.updated_at, e.metadata, e.speaker_key, v.vec FROM entries e "
-        "JOIN vectors v ON v.rid = e.rid ORDER BY e.rid"
+        "e.created_at, e.updated_at, e.metadata, e.superseded_by, e.valid_to, e.speaker_key, "
+        "v.vec FROM entries e JOIN vectors v ON v.rid = e.rid ORDER BY e.rid"
     ):
         speaker = r[9] or r[8]
         rows.append(
             (
-                *r[:17],
-                r[17],
+                *r[:20],
                 entry_search_text(speaker, r[6], r[12]),
-                np.frombuffer(r[18], dtype=np.float32),
+                np.frombuffer(r[20], dtype=np.float32),
             )
         )
     _copy_rows(
         c,
         "INSERT INTO entries (id, kind, user_id, agent_id, run_id, text, original_text, ts, "
         "speaker_id, speaker_name, topic_id, source_ids, context, version, created_at, "
-        "updated_at, metadata, speaker_key, search_text, embedding) VALUES "
-        "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+        "updated_at, metadata, superseded_by, valid_to, speaker_key, search_text, embedding) "
+        "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
         rows,
     )
 

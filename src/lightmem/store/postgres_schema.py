@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lightmem.store.db import Migration
-from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.schema_tables import (
+    POSTGRES_TYPES,
+    core_tables,
+    entry_validity,
+    graph_scope,
+    graph_tables,
+)
 from lightmem.store.sql import POSTGRES
 
 _TYPES = replace(
@@ -34,4 +40,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         + ";\nCREATE INDEX IF NOT EXISTS graph_nodes_tsv ON graph_nodes USING gin (tsv)",
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
+    Migration("entry_validity", entry_validity(_TYPES)),
 )

@@ -47,6 +47,8 @@ _COPY_ENTRY_TYPES = [
     "float8",
     "float8",
     "jsonb",
+    "text",  # superseded_by
+    "float8",  # valid_to
     "text",
     "text",
     "vector",

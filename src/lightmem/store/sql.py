@@ -23,7 +23,8 @@ from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 #: The entry columns both SQL backends read and write, in this order.
 ENTRY_COLS = (
     "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "
-    "topic_id, source_ids, context, version, created_at, updated_at, metadata"
+    "topic_id, source_ids, context, version, created_at, updated_at, metadata, "
+    "superseded_by, valid_to"
 )
 
 
@@ -115,6 +116,8 @@ def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = dumps) -> tuple
         (e.created_at or datetime.now(UTC)).timestamp(),
         (e.updated_at or datetime.now(UTC)).timestamp(),
         as_json(dict(e.metadata)),
+        e.superseded_by or None,
+        e.valid_to.timestamp() if e.valid_to else None,
     )
 
 
@@ -166,6 +169,8 @@ def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
         created_at=ts(r[14]),
         updated_at=ts(r[15]),
         metadata=json_value(r[16]),
+        superseded_by=r[17] or "",
+        valid_to=ts(r[18]),
     )
 
 

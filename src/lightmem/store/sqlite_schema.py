@@ -8,7 +8,13 @@ Stores written before the runner existed are at step 1.
 from __future__ import annotations
 
 from lightmem.store.db import Migration
-from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.schema_tables import (
+    SQLITE_TYPES,
+    core_tables,
+    entry_validity,
+    graph_scope,
+    graph_tables,
+)
 from lightmem.store.sql import SQLITE
 
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
@@ -42,6 +48,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
         + graph_scope(SQLITE),
     ),
+    Migration("entry_validity", entry_validity(_TYPES)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
