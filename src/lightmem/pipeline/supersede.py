@@ -150,15 +150,6 @@ def names_in(text: str) -> set[str]:
     return out
 
 
-def gives_new_value(old: str, new: str) -> bool:
-    """Does ``new`` say something ``old`` did not: a name or number ``old`` lacks, or, when
-    it names nothing, a content word ``old`` lacks."""
-    named = names_in(new)
-    if named:
-        return bool(named - names_in(old))
-    return bool(stems(new) - stems(old))
-
-
 def word_match(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
     """How well two statements' words (unit vectors, one row each) match: each word's best
     cosine in the other statement, averaged, both ways."""
@@ -179,6 +170,9 @@ class _Facts:
     names: frozenset[str]
     subjects: frozenset[str]
     cue: bool
+    #: it states one value that holds until changed: one sentence, not a past event (a
+    #: turn saying several things is not replaced whole for a change of one of them)
+    holds: bool
 
 
 class Detector:
@@ -223,8 +217,13 @@ class Detector:
         return out
 
     def _facts(self, e: MemoryEntry, names: Sequence[str]) -> _Facts:
-        text = assertion(e.original_text)
-        named = frozenset(names_in(text))
+        whole = assertion(e.original_text)
+        sentences = [x.strip() for x in _SENTENCE.findall(whole) if x.strip()]
+        # a turn that marks a change is matched on the sentence that does
+        changing = [x for x in sentences if marks_change(x)]
+        text = changing[0] if changing else whole
+        cue = bool(changing)
+        named = frozenset(names_in(text) - set(names))  # a speaker addressed is no value
         return _Facts(
             e,
             text,
@@ -232,33 +231,40 @@ class Detector:
             tuple(words_of(text, named)),
             named,
             frozenset(subjects(e, names)),
-            marks_change(text),
+            cue,
+            len(sentences) == 1 and (cue or not narrates_past(text)),
         )
 
     def _word_vectors(self, facts: Sequence[_Facts]) -> dict[str, npt.NDArray[np.float32]]:
+        """Each statement's word vectors (one row per word), by entry id; {} without an
+        embedder."""
         vocab = sorted({w for f in facts for w in f.words})
         if self.embed is None or not vocab:
             return {}
-        return dict(zip(vocab, self.embed(vocab), strict=True))
+        rows = dict(zip(vocab, self.embed(vocab), strict=True))
+        dim = len(next(iter(rows.values())))
+        return {
+            f.entry.id: np.array([rows[w] for w in f.words], dtype=np.float32).reshape(-1, dim)
+            for f in facts
+        }
 
     def _match(
         self, old: _Facts, new: _Facts, vectors: dict[str, npt.NDArray[np.float32]]
     ) -> float:
         if not vectors:
             return len(old.stems & new.stems) / max(1, len(old.stems | new.stems))
-        a = np.array([vectors[w] for w in old.words], dtype=np.float32)
-        b = np.array([vectors[w] for w in new.words], dtype=np.float32)
-        return word_match(a, b)
+        return word_match(vectors[old.entry.id], vectors[new.entry.id])
 
     def _judge(
         self, old: _Facts, new: _Facts, vectors: dict[str, npt.NDArray[np.float32]]
     ) -> Supersession | None:
         o, n = old.entry, new.entry
-        if o.scope != n.scope or not old.subjects & new.subjects or not _earlier(o, n):
+        if not old.holds or not old.stems - new.stems or not old.subjects & new.subjects:
             return None
-        if narrates_past(old.text) and not old.cue:
-            return None  # an event, not a value that holds until changed
-        if not old.stems - new.stems or not gives_new_value(old.text, new.text):
+        if o.scope != n.scope or not _earlier(o, n):
+            return None
+        novel = new.names - old.names if new.names else new.stems - old.stems
+        if not novel:
             return None  # nothing new: a repeat, not a change
         if new.cue:
             if old.names & new.names and new.names - old.names:
