@@ -27,6 +27,7 @@ _PAST = re.compile(
     r"(in|during) (19|20)\d\d)\b",
     re.IGNORECASE,
 )
+_WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
 
 
@@ -61,6 +62,10 @@ def rank(
     question about the present, each superseded memory after the one that replaced it."""
     if not ranked:
         return []
+    if as_of is None and len(ranked) > _WINDOW:  # below the window nothing is reordered
+        top = rank(store, question, ranked[:_WINDOW], None)
+        seen = {i for i, _ in top}
+        return top + [(i, sc) for i, sc in ranked[_WINDOW:] if i not in seen]
     entries = store.get_entries([i for i, _ in ranked])
     if as_of is not None:
         ranked = [(i, s) for i, s in ranked if i not in entries or entries[i].current_at(as_of)]
