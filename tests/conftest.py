@@ -98,6 +98,23 @@ def filled(memory: LightMemory, conversation: list[dict[str, Any]]) -> LightMemo
     return memory
 
 
+def llm_config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:
+    """A config for the LLM path against ``stub`` with its store at ``path``."""
+    return {
+        "store": {"path": str(path)},
+        "memory_manager": {
+            "model_name": "openai",
+            "configs": {
+                "model": "stub-model",
+                "openai_base_url": stub.base_url,
+                "api_key": "test-key",
+                "max_attempts": 3,
+                **extra,
+            },
+        },
+    }
+
+
 @pytest.fixture
 def llm() -> ScriptedLLM:
     """A scripted LLM, to be served by ``stub`` (an OpenAI-compatible server on loopback)."""

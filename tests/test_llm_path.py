@@ -8,24 +8,9 @@ from typing import Any
 
 import pytest
 
+from conftest import llm_config as _config
 from lightmem import BackendError, LightMemory
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
-
-
-def _config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "store": {"path": str(path)},
-        "memory_manager": {
-            "model_name": "openai",
-            "configs": {
-                "model": "stub-model",
-                "openai_base_url": stub.base_url,
-                "api_key": "test-key",
-                "max_attempts": 3,
-                **extra,
-            },
-        },
-    }
 
 
 def test_batched_extraction_keeps_ids_times_speakers(

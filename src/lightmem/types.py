@@ -85,10 +85,26 @@ class MemoryEntry:
     # -- resolved time (timeresolve): when what the entry says happened, e.g. "yesterday"
     # said on 8 May 2023 -> 7 May 2023; the text itself is never rewritten.
     event_time: TimeSpan | None = None
+    # -- validity (knowledge updates): a superseded entry is kept, never deleted ----------
+    #: the id of the later entry that replaced this one ("" while it is current)
+    superseded_by: str = ""
+    #: when it stopped being true (the superseding entry's time); None while current
+    valid_to: datetime | None = None
 
     @property
     def speaker(self) -> str:
         return self.speaker_name or self.speaker_id
+
+    @property
+    def valid_from(self) -> datetime | None:
+        """When it became true: the time it was said."""
+        return self.timestamp
+
+    def current_at(self, when: datetime | None = None) -> bool:
+        """Not superseded (at ``when``: not superseded at or before it)."""
+        if not self.superseded_by:
+            return True
+        return when is not None and self.valid_to is not None and self.valid_to > when
 
     @property
     def search_text(self) -> str:
@@ -113,6 +129,9 @@ class MemoryEntry:
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "metadata": dict(self.metadata),
             "event_time": span_to_dict(self.event_time),
+            "superseded_by": self.superseded_by or None,
+            "valid_from": self.timestamp.isoformat() if self.timestamp else None,
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
         }
 
     @classmethod
@@ -135,6 +154,8 @@ class MemoryEntry:
             updated_at=_when(d["updated_at"]),
             metadata=d["metadata"],
             event_time=span_from_dict(d.get("event_time")),
+            superseded_by=d.get("superseded_by") or "",
+            valid_to=_when(d.get("valid_to")),
         )
 
 
@@ -191,6 +212,8 @@ class Filters:
     topic_id: str | None = None
     kinds: tuple[EntryKind, ...] | None = None
     event_id: str | None = None
+    #: only what was valid then: said at or before it and not superseded by then
+    as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lightmem.bench import locomo_time, qa_prompts
+from lightmem.bench import locomo_kinds, locomo_time, qa_prompts
 from lightmem.bench.locomo_report import answer_cover, by_conversation, mean_cover, run_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord, token_sources
@@ -83,6 +83,7 @@ def run(
     limit_turns: int | None = None,
     count_tokens: Callable[[str], int] | None = None,
     dsn: str | None = None,
+    update: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark; returns ``{"summary": ..., "questions": [...]}``.
 
@@ -94,6 +95,9 @@ def run(
     evidence lies within them. ``count_tokens`` counts raw tokens with the model's own
     tokenizer (words x 1.3 otherwise) for the prompt-tokens-per-raw-token ratio. With
     ``dsn``, each conversation goes into a fresh PostgreSQL schema there (dropped after).
+    ``update`` and the offline update configured, each conversation gets the pipeline's
+    offline update pass after ingestion; questions with a ``kind`` are scored by
+    :mod:`lightmem.bench.locomo_kinds`.
     """
     data = load(path)[:samples] if samples else load(path)
     questions: list[dict[str, Any]] = []
@@ -129,7 +133,11 @@ def run(
                     turns += len(msgs)
                     raw_tokens += sum((count_tokens or estimate_tokens)(m["content"]) for m in msgs)
                 mem.flush()
+                if update and mem.settings.update == "offline":  # the pipeline's update stage
+                    mem.construct_update_queue_all_entries()
+                    mem.offline_update_all_entries()
                 ingest_s += time.perf_counter() - t0
+                stored = locomo_kinds.stored_entries(mem, sample)
                 for qa, ev in scored_questions(sample, ingested):
                     t1 = time.perf_counter()
                     results = mem.retrieve(
@@ -137,8 +145,14 @@ def run(
                     )
                     latencies.append(time.perf_counter() - t1)
                     context = mem.format_context(results)
-                    questions.append(score(sid, qa, ev, results, context))
-                    questions[-1].update(locomo_time.answer_in_context(qa.get("answer"), context))
+                    row = score(sid, qa, ev, results, context)
+                    for item, hit in zip(row["retrieved"], results, strict=True):
+                        item.update(locomo_kinds.memory_fields(hit))
+                    row["context"] = context
+                    stale = evidence_ids(qa.get("stale_evidence", []))
+                    row.update(locomo_kinds.score(qa, ev, results, stored, stale))
+                    row.update(locomo_time.answer_in_context(qa.get("answer"), context))
+                    questions.append(row)
                     if qa_client is not None:
                         questions[-1].update(_qa(qa_client, qa, context))
                 for rec in mem.stats()["usage"]["by_operation"]:
@@ -157,6 +171,8 @@ def run(
     summary = summarize(questions, ingest_s, turns, latencies, budget_tokens)
     summary["by_conversation"] = by_conversation(questions)
     summary["config"] = run_cfg
+    if any("kind" in q for q in questions):
+        summary.update(locomo_kinds.summary(questions))
     summary["usage"] = [{"kind": k, "op": o, **v} for (k, o), v in sorted(usage.items())]
     llm_extract = usage.get(("llm", "extract"))
     if llm_extract:

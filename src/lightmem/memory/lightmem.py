@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -24,6 +25,7 @@ from lightmem.llm.base import LLMClient
 from lightmem.memory import build
 from lightmem.memory.params import retrieve_params, scorer
 from lightmem.memory.scoping import check_editable, read_scope, serialised
+from lightmem.pipeline import validity
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.extract_llm import LLMMemoryManager
@@ -88,7 +90,7 @@ class LightMemory:
         self.ledger: Ledger = embedder.ledger
         self.compressor = compressor or EntropyCompressor(s.compress_rate)
         self.memory_manager = memory_manager or build.offline_manager(self.compressor, s)
-        self.updater = updater or OfflineUpdater()
+        self.updater = updater or OfflineUpdater(embedder)
         store.bind_embedder(embedder.name, embedder.dim)
         self._ingestor = build.ingestor(store, embedder, self.compressor, self.memory_manager, s)
         self._retriever = Retriever(store, embedder)
@@ -191,6 +193,7 @@ class LightMemory:
         *,
         mode: str | None = None,
         budget_tokens: int | None = None,
+        as_of: datetime | str | None = None,
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
@@ -201,12 +204,14 @@ class LightMemory:
         ``mode``: "embedding", "context" (BM25), "hybrid" or "hierarchical" (topic
         summaries first); default from config. ``filters``: time_from, time_to, speaker,
         topic_id, kind. Without ``user_id`` on a store of several users, give
-        ``all_scopes=True`` to search them all.
+        ``all_scopes=True`` to search them all. ``as_of``: only what was
+        valid then (said, not yet superseded).
         """
         q = validate.query(query)
         scope = read_scope(self.store, user_id, agent_id, run_id, all_scopes)
         params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens)
-        return self._retriever.retrieve(q, scope, validate.filters(filters), params)
+        f = validate.filters(filters)
+        return self._retriever.retrieve(q, scope, validity.as_of_filters(f, as_of), params)
 
     def retrieve_context(self, /, query: str, *, cite: bool = False, **kwargs: Any) -> str:
         """:meth:`retrieve`, formatted as prompt context (``cite``: add source ids)."""
@@ -339,8 +344,10 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> MemoryEntry:
-        """Bring back a version (default: the last one) of an updated or deleted entry."""
+        """Bring back a version (default: the last one; a superseded entry: current again)."""
         check_editable(validate.entry_id(entry_id))
+        if done := validity.unsupersede(self.store, entry_id, version, user_id, agent_id, run_id):
+            return done
         events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
         snaps = [e.after for e in events if e.after is not None]
         if version is not None:

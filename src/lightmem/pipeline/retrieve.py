@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lightmem.embed.base import Embedder
-from lightmem.pipeline import time_match
+from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.expand import named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
@@ -66,7 +66,7 @@ def format_line(entry: MemoryEntry) -> str:
     if entry.kind == "event":
         return f"- (event) {inline(entry.text)}{when}"
     who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
-    return f"- {who}{inline(entry.text)}{when}"
+    return f"- {who}{inline(entry.text)}{when}{validity.label(entry)}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -135,7 +135,8 @@ class Retriever:
             focused = self._speaker_focus(query, scope, f, p, qv, fused)
             kept = {i for i, _ in head}
             fused = head + [h for h in focused if h[0] not in kept]
-        return self._pack(self._timed(query, fused, p), p, query)
+        ranked = self._timed(query, fused, p)
+        return self._pack(validity.rank(self._store, query, ranked, f.as_of), p, query)
 
     def _speaker_focus(
         self,
@@ -214,7 +215,8 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        return self._pack(top + self._timed(query, hits, p), p, query)
+        ranked = top + self._timed(query, hits, p)
+        return self._pack(validity.rank(self._store, query, ranked, filters.as_of), p, query)
 
     def _pack(
         self,

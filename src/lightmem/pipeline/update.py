@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -12,22 +12,25 @@ import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError
+from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.text import content_terms
-from lightmem.types import MemoryEntry, Scope
+from lightmem.types import Filters, MemoryEntry, Scope
 
 log = logging.getLogger("lightmem.update")
 
 
 @dataclass(frozen=True, slots=True)
 class UpdateAction:
-    """``update``: replace ``target_id``'s text and/or add sources; ``delete``: remove it."""
+    """``update``: replace ``target_id``'s text and/or add sources; ``delete``: remove it;
+    ``supersede``: mark it replaced by entry ``by`` (kept, never deleted)."""
 
-    op: Literal["update", "delete"]
+    op: Literal["update", "delete", "supersede"]
     target_id: str
     reason: str
     new_text: str | None = None
     add_source_ids: tuple[str, ...] = ()
+    by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,12 @@ class Updater(Protocol):
     pairs_per_call: int
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
+
+    def review(
+        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
+    ) -> list[UpdateAction]:
+        """Supersessions found over all ``entries()`` of a scope (oldest first), for the
+        newer ones in ``only`` when given; [] for an updater that decides per pair."""
 
 
 #: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
@@ -100,26 +109,44 @@ def build_queue(
 
 
 class OfflineUpdater:
-    """Model-free update: an earlier entry by the same speaker whose content words are all
-    (or nearly all, ``containment``) repeated in a newer one is a duplicate; it is deleted and
-    its source ids move to the newer entry so no citation is lost."""
+    """Model-free update. An earlier entry by the same speaker whose content words are all
+    (or nearly all, ``containment``) repeated in a newer one is a duplicate: it is deleted
+    and its source ids move to the newer entry so no citation is lost. An earlier entry the
+    newer one changes (see :class:`~lightmem.pipeline.supersede.Detector`) is superseded:
+    kept, and marked replaced by it."""
 
     name = "offline"
     pairs_per_call = 10_000
 
-    def __init__(self, containment: float = 0.8) -> None:
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        containment: float = 0.8,
+        rules: DetectorRules | None = None,
+    ) -> None:
         self.containment = containment
+        self.detector = Detector(
+            (lambda texts: embedder.embed(texts, op="update.detect")) if embedder else None,
+            rules,
+        )
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
-        return [a for item in items for a in self._one(item.newer, item.candidates)]
+        return [a for item in items for a in self._dedupe(item)]
 
-    def _one(
-        self, newer: MemoryEntry, candidates: Sequence[tuple[MemoryEntry, float]]
+    def review(
+        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
     ) -> list[UpdateAction]:
+        return [
+            UpdateAction("supersede", found.old.id, found.reason, by=found.new.id)
+            for found in self.detector.detect(entries(), only)
+        ]
+
+    def _dedupe(self, item: UpdateItem) -> list[UpdateAction]:
+        newer = item.newer
         new_terms = set(content_terms(newer.original_text))
         actions: list[UpdateAction] = []
         merged: list[str] = []
-        for old, score in candidates:
+        for old, score in item.candidates:
             if old.speaker != newer.speaker or old.kind != "entry":
                 continue
             old_terms = set(content_terms(old.original_text))
@@ -157,6 +184,7 @@ class UpdateReport:
     deleted: tuple[str, ...]
     rejected: int = 0
     pairs: int = 0
+    superseded: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -164,6 +192,7 @@ class UpdateReport:
             "pairs": self.pairs,
             "updated": list(self.updated),
             "deleted": list(self.deleted),
+            "superseded": list(self.superseded),
             "rejected": self.rejected,
         }
 
@@ -195,12 +224,14 @@ def run_update(
             batch, pairs = [], 0
     if batch:
         _apply(store, embedder, updater, batch, state)
+    _review(store, updater, scope, only, state)
     return UpdateReport(
         state.examined,
         tuple(dict.fromkeys(state.updated)),
         tuple(sorted(state.deleted)),
         state.rejected,
         state.pairs,
+        tuple(state.superseded),
     )
 
 
@@ -211,6 +242,7 @@ class _UpdateState:
     rejected: int = 0
     updated: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
+    superseded: list[str] = field(default_factory=list)
 
 
 def _item(
@@ -255,6 +287,9 @@ def _apply(
             continue
         if entry.id in state.deleted:
             continue
+        if action.op == "supersede":
+            _supersede(store, entry, current.get(action.by), action, state)
+            continue
         if action.op == "delete":
             store.delete_entry(entry.id, entry.scope, action.reason)
             state.deleted.add(entry.id)
@@ -268,3 +303,56 @@ def _apply(
         vec = embedder.embed([new.search_text], op="update")[0]
         current[entry.id] = store.update_entry(new, vec, action.reason)
         state.updated.append(entry.id)
+
+
+def _review(
+    store: MemoryStore,
+    updater: Updater,
+    scope: Scope,
+    only: Sequence[str] | None,
+    state: _UpdateState,
+) -> None:
+    """The updater's supersessions over the scope's entries (all of them are its batch)."""
+    known: dict[str, MemoryEntry] = {}
+
+    def entries() -> list[MemoryEntry]:
+        found = scope_entries(store, scope)
+        known.update((e.id, e) for e in found)
+        return [e for e in found if e.id not in state.deleted]
+
+    for action in updater.review(entries, set(only) if only is not None else None):
+        old = known.get(action.target_id)
+        if action.op != "supersede" or old is None:
+            state.rejected += 1
+            log.warning(
+                "review action on %r refused: not a supersession in scope", action.target_id
+            )
+            continue
+        _supersede(store, old, known.get(action.by), action, state)
+
+
+def scope_entries(store: MemoryStore, scope: Scope, page: int = 1000) -> list[MemoryEntry]:
+    """Every fact entry of ``scope``, oldest first."""
+    out: list[MemoryEntry] = []
+    while batch := store.list_entries(scope, Filters(kinds=("entry",)), page, len(out)):
+        out += batch
+    return out
+
+
+def _supersede(
+    store: MemoryStore,
+    old: MemoryEntry,
+    new: MemoryEntry | None,
+    action: UpdateAction,
+    state: _UpdateState,
+) -> None:
+    """Mark ``old`` replaced by ``new`` from ``new``'s time; ``new`` must be of the batch,
+    of the same scope, not deleted, and not ``old`` itself."""
+    if new is None or new.id == old.id or new.scope != old.scope or new.id in state.deleted:
+        state.rejected += 1
+        log.warning("supersede of %r by %r refused: not in its batch", old.id, action.by)
+        return
+    if old.superseded_by:
+        return  # already replaced: the chain is kept as first recorded
+    store.set_validity(old.id, old.scope, new.id, new.timestamp or new.created_at, action.reason)
+    state.superseded.append(old.id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from lightmem.llm.base import ChatMessage, LLMClient
@@ -37,17 +37,20 @@ class LLMUpdater:
             answers = self.client.complete_json(
                 messages, update_prompt.parse, op="update", output=output
             )
-            for a in answers:
-                reason = f"llm ({update_prompt.VERSION})"
-                if a["action"] == "delete":
-                    actions.append(UpdateAction("delete", a["id"], reason))
-                elif a["action"] == "update":
-                    actions.append(UpdateAction("update", a["id"], reason, new_text=a["text"]))
+            newer_of = {e.id: n for n, earlier in chunk for e in earlier}
+            actions += [x for a in answers if (x := _action(a, newer_of)) is not None]
         return actions
+
+    def review(
+        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
+    ) -> list[UpdateAction]:
+        """None: the model decides supersessions in :meth:`decide`'s batches."""
+        return []
 
     def _request(self, pairs: Sequence[_Pair]) -> tuple[list[ChatMessage], OutputSchema]:
         ids = [e.id for _, earlier in pairs for e in earlier]
-        output = update_schema.output(ids, self.client.answer_limit())
+        newer = [n.id for n, _ in pairs]
+        output = update_schema.output(ids, self.client.answer_limit(), newer)
         return update_prompt.build(pairs), output
 
     def _fits(self, pairs: Sequence[_Pair]) -> bool:
@@ -92,3 +95,19 @@ class LLMUpdater:
             else:
                 hi = mid - 1
         return cut(lo)
+
+
+def _action(answer: dict[str, str], newer_of: dict[str, MemoryEntry]) -> UpdateAction | None:
+    """One answer as an action. A merge without text removes the earlier memory as a
+    repeat of the newer one it was paired with (kept in its history); a supersede names
+    its newer memory (checked against the batch by ``run_update``)."""
+    reason = f"llm ({update_prompt.VERSION})"
+    eid, act = answer["id"], answer["action"]
+    if act == "supersede":
+        return UpdateAction("supersede", eid, reason, by=answer["by"])
+    if act == "merge" and answer["text"]:
+        return UpdateAction("update", eid, reason, new_text=answer["text"])
+    if act == "merge":
+        newer = newer_of.get(eid)
+        return UpdateAction("delete", eid, f"{reason}: repeats {newer.id}" if newer else reason)
+    return None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol
 
@@ -79,6 +80,12 @@ class EntryStore(Protocol):
     def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry: ...
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...
+    def set_validity(
+        self, entry_id: str, scope: Scope, by: str, valid_to: datetime | None, reason: str
+    ) -> MemoryEntry:
+        """Mark an entry superseded by entry ``by`` from ``valid_to`` ("": current again);
+        deleting ``by`` later makes it current again."""
+
     def history(self, entry_id: str, scope: Scope) -> list[HistoryEvent]: ...
     def purge(self, scope: Scope, entry_id: str | None = None) -> PurgeReport:
         """Erase an entry (with its history, source messages, vectors, index and queue

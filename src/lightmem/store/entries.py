@@ -430,11 +430,37 @@ class SQLStore(SQLBookkeeping):
         return purge(self.db, self.index, self._graph.index, scope, entry_id)
 
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry:
+        """Delete an entry; the entries it superseded become current again (logged)."""
         with self.db.transaction() as s:
             old = self._require(s, entry_id, scope)
             self._remove(s, entry_id)
             self._log(s, old, "delete", old, None, reason)
+            for r in s.all("SELECT id FROM entries WHERE superseded_by = ?", (entry_id,)):
+                self._validity(s, r[0], Scope(), "", None, f"superseding {entry_id} deleted")
         return old
+
+    def set_validity(
+        self, entry_id: str, scope: Scope, by: str, valid_to: datetime | None, reason: str
+    ) -> MemoryEntry:
+        """Mark an entry superseded by entry ``by`` from ``valid_to`` ("" and None: current
+        again), in place (text, vector and index unchanged) with a history event."""
+        with self.db.transaction() as s:
+            return self._validity(s, entry_id, scope, by, valid_to, reason)
+
+    def _validity(
+        self, s: Session, eid: str, scope: Scope, by: str, until: datetime | None, why: str
+    ) -> MemoryEntry:
+        old = self._require(s, eid, scope)
+        now = datetime.now(UTC)
+        new = replace(old, version=old.version + 1, updated_at=now, superseded_by=by)
+        new = replace(new, valid_to=until)
+        s.execute(
+            "UPDATE entries SET superseded_by = ?, valid_to = ?, version = ?, updated_at = ? "
+            "WHERE id = ?",
+            (by or None, until.timestamp() if until else None, new.version, now.timestamp(), eid),
+        )
+        self._log(s, new, "update", old, new, why)
+        return new
 
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
         with self.db.transaction() as s:

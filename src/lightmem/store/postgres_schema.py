@@ -13,7 +13,13 @@ from typing import Any
 from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.postgres_terms import fill_search_terms
-from lightmem.store.schema_tables import POSTGRES_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.schema_tables import (
+    POSTGRES_TYPES,
+    core_tables,
+    entry_validity,
+    graph_scope,
+    graph_tables,
+)
 from lightmem.store.sessions import task_sessions_table
 from lightmem.store.sql import POSTGRES
 from lightmem.store.text_index import Stemmer
@@ -143,6 +149,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("graph_scope", graph_scope(POSTGRES)),
     Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
+    Migration("entry_validity", entry_validity(_TYPES)),
     FilledMigration("pg_search_terms", _SEARCH_TERMS_BEFORE, _fill_terms),
     Migration("task_sessions", task_sessions_table(_TYPES)),
 )

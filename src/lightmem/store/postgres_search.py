@@ -51,9 +51,11 @@ _COPY_ENTRY_TYPES = [
     "float8",
     "jsonb",
     *entry_time.COPY_TYPES,
-    "text",
-    "text",
-    "text",
+    "text",  # superseded_by
+    "float8",  # valid_to
+    "text",  # speaker_key
+    "text",  # search_text
+    "text",  # search_terms
     "vector",
 ]
 _COPY_HISTORY = (

@@ -146,3 +146,13 @@ UPDATE graph_history SET user_id = n.user_id, agent_id = n.agent_id, run_id = n.
 CREATE INDEX IF NOT EXISTS graph_history_scope ON graph_history (user_id, agent_id, run_id);
 CREATE INDEX IF NOT EXISTS graph_edges_scope ON graph_edges (user_id, agent_id, run_id)
 """
+
+
+def entry_validity(t: ColumnTypes) -> str:
+    """Knowledge updates: an entry superseded by a later one keeps its row and says which
+    entry replaced it and from when (NULL on every entry written before: all current)."""
+    return f"""
+ALTER TABLE entries ADD COLUMN superseded_by TEXT;
+ALTER TABLE entries ADD COLUMN valid_to {t.real};
+CREATE INDEX IF NOT EXISTS entries_superseded_by ON entries (superseded_by)
+"""

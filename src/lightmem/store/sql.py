@@ -27,6 +27,8 @@ ENTRY_COLS = (
     "topic_id, source_ids, context, version, created_at, updated_at, metadata"
     # the resolved time (migration step "entry_event_time")
     ", time_start, time_end, time_unit, time_phrase"
+    # validity (migration step "entry_validity")
+    ", superseded_by, valid_to"
 )
 
 
@@ -121,6 +123,8 @@ def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = dumps) -> tuple
         *span_to_epochs(e.event_time),
         e.event_time.unit if e.event_time else "",
         e.event_time.phrase if e.event_time else "",
+        e.superseded_by or None,
+        e.valid_to.timestamp() if e.valid_to else None,
     )
 
 
@@ -173,6 +177,8 @@ def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
         updated_at=ts(r[15]),
         metadata=json_value(r[16]),
         event_time=span_from_epochs(r[17], r[18], r[19], r[20]),
+        superseded_by=r[21] or "",
+        valid_to=ts(r[22]),
     )
 
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from lightmem.store import entry_time
 from lightmem.store.db import Migration
-from lightmem.store.schema_tables import SQLITE_TYPES, core_tables, graph_scope, graph_tables
+from lightmem.store.schema_tables import (
+    SQLITE_TYPES,
+    core_tables,
+    entry_validity,
+    graph_scope,
+    graph_tables,
+)
 from lightmem.store.sessions import task_sessions_table
 from lightmem.store.sql import SQLITE
 
@@ -58,6 +64,7 @@ INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT 
 """,
     ),
     Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
+    Migration("entry_validity", entry_validity(_TYPES)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

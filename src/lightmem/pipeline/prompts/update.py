@@ -10,16 +10,23 @@ from lightmem.sanitize import DATA_RULE, fence
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
-VERSION = "update/1"
+VERSION = "update/2"
 
 SYSTEM = f"""You maintain a long-term memory. {DATA_RULE}
 Input: a JSON list of items; each has a newer memory and earlier memories similar to it.
 For each earlier memory decide:
-- "delete" when the newer memory makes it wrong or fully repeats it;
-- "update" when it should be rewritten to stay true given the newer memory (give "text");
-- "ignore" when both can stand as they are.
+- "keep" when both can stand as they are (different facts, or a fact that did not change);
+- "supersede" when the newer memory changes what the earlier one said (a value that is no
+  longer true: a new city, job, partner, habit); the earlier one is kept as history; give
+  "by", the id of the newer memory that replaces it;
+- "merge" when the earlier one overlaps the newer one: without "text" it is removed as a
+  repeat, with "text" it is rewritten to stay true given the newer one.
 Answer with only a JSON object:
-{{"actions": [{{"id": "<earlier memory id>", "action": "delete|update|ignore", "text": "..."}}]}}"""
+{{"actions": [{{"id": "<earlier id>", "action": "keep|supersede|merge", "by": "<newer id>",
+"text": "..."}}]}}"""
+
+#: Earlier answer names, still understood.
+_ALIASES = {"ignore": "keep", "delete": "merge", "update": "merge"}
 
 
 def build(items: Sequence[tuple[MemoryEntry, Sequence[MemoryEntry]]]) -> list[ChatMessage]:
@@ -41,20 +48,31 @@ def _view(e: MemoryEntry) -> dict[str, str]:
 
 
 def parse(obj: Any) -> list[dict[str, str]]:
-    """Structurally valid actions; whether each id may be touched is checked by the caller."""
+    """Structurally valid actions (``action`` one of keep / supersede / merge, ``by`` and
+    ``text`` strings, "" when absent); whether each id may be touched is checked by the
+    caller."""
     if not isinstance(obj, dict) or not isinstance(obj.get("actions"), list):
         raise InvalidReply('expected an object with an "actions" list')
     out = []
     for i, a in enumerate(obj["actions"]):
         if not isinstance(a, dict) or not isinstance(a.get("id"), str):
             raise InvalidReply(f'actions[{i}] must be an object with a string "id"')
-        act = a.get("action")
-        if act not in ("delete", "update", "ignore"):
-            raise InvalidReply(f'actions[{i}].action must be "delete", "update" or "ignore"')
-        text = a.get("text")
-        if act == "update":
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidReply(f'actions[{i}].text is required for "update"')
-            text = text.strip()
-        out.append({"id": a["id"], "action": act, "text": text if act == "update" else ""})
+        raw = a.get("action")
+        act = _ALIASES.get(raw, raw) if isinstance(raw, str) else raw
+        if act not in ("keep", "supersede", "merge"):
+            raise InvalidReply(f'actions[{i}].action must be "keep", "supersede" or "merge"')
+        text = a.get("text") if raw != "delete" else ""
+        by = a.get("by")
+        if raw == "update" and not (isinstance(text, str) and text.strip()):
+            raise InvalidReply(f'actions[{i}].text is required for "update"')
+        if act == "supersede" and not (isinstance(by, str) and by):
+            raise InvalidReply(f'actions[{i}].by is required for "supersede"')
+        out.append(
+            {
+                "id": a["id"],
+                "action": act,
+                "by": by if act == "supersede" and isinstance(by, str) else "",
+                "text": text.strip() if act == "merge" and isinstance(text, str) else "",
+            }
+        )
     return out

@@ -10,20 +10,25 @@ from lightmem.llm.schema import OutputSchema, bounded, fit_output
 TEXT_CHARS = 300
 
 
-def output(earlier_ids: Sequence[str], limit: int | None) -> OutputSchema:
-    """Actions naming only the earlier memories of the request (their rewritten text
-    shortened when ``limit`` tokens cannot hold one per memory)."""
+def output(
+    earlier_ids: Sequence[str], limit: int | None, newer_ids: Sequence[str] = ()
+) -> OutputSchema:
+    """Actions naming only the earlier memories of the request, each superseded only by one
+    of its newer memories (rewritten text shortened when ``limit`` tokens cannot hold one
+    per memory)."""
     ids = list(dict.fromkeys(earlier_ids)) or [""]
+    by = ["", *dict.fromkeys(newer_ids)]
 
     def make(n: int, chars: int) -> OutputSchema:
         action = {
             "type": "object",
             "properties": {
                 "id": {"type": "string", "enum": ids},
-                "action": {"type": "string", "enum": ["delete", "update", "ignore"]},
+                "action": {"type": "string", "enum": ["keep", "supersede", "merge"]},
+                "by": {"type": "string", "enum": by},
                 "text": {"type": "string", "maxLength": chars},
             },
-            "required": ["id", "action", "text"],
+            "required": ["id", "action", "by", "text"],
             "additionalProperties": False,
         }
         return bounded(

@@ -57,7 +57,8 @@ async function search(event) {
       li.dataset.id = r.id;
       li.append(el("span", r.original_text || r.text, "text"));
       const when = r.timestamp ? r.timestamp.slice(0, 10) : "undated";
-      li.append(el("div", [r.kind, when, r.speaker_name || r.speaker_id, r.id.slice(0, 8)]
+      const until = r.superseded_by ? "until " + (r.valid_to || "").slice(0, 10) : "";
+      li.append(el("div", [r.kind, when, r.speaker_name || r.speaker_id, until, r.id.slice(0, 8)]
         .filter(Boolean).join(" · "), "meta"));
       li.addEventListener("click", () => show(r.id, li));
       $("results").append(li);
@@ -79,7 +80,8 @@ async function show(id, li) {
     meta.replaceChildren();
     for (const [k, v] of [["id", entry.id], ["kind", entry.kind], ["speaker", entry.speaker_name || entry.speaker_id],
                           ["time", entry.timestamp], ["version", entry.version], ["sources", entry.source_ids.join(", ")],
-                          ["original", entry.original_text]]) {
+                          ["original", entry.original_text],
+                          ["superseded by", entry.superseded_by ? entry.superseded_by + " (until " + entry.valid_to + ")" : "current"]]) {
       meta.append(el("dt", k), el("dd", v, "text"));
     }
     const sources = $("detail-sources");

@@ -1,0 +1,124 @@
+"""What is current: ranking, ``as_of`` and labels for superseded memories.
+
+A superseded memory stays retrievable. For a question about the present, the memory that
+replaced it (followed to the newest in its chain) is placed before it, fetched when the
+search did not find it; for a question about the past ("before", "used to", "in 2022") the
+ranking is left as the search made it. ``as_of`` keeps only what was valid then. In the
+context a superseded memory carries ``(until 12 Jun 2023)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from lightmem import validate
+from lightmem.errors import InvalidInputError
+from lightmem.store.base import MemoryStore, ScoredId
+from lightmem.timeparse import format_date, parse_timestamp
+from lightmem.types import Filters, MemoryEntry
+
+#: Words and forms of a question about an earlier state (English).
+_PAST = re.compile(
+    r"\b(before|used to|did \w+ use to|previous(ly)?|formerly|former|originally|at first|"
+    r"first|earlier|in the past|back (then|when|in)|prior|ago|last year|until|"
+    r"(in|during) (19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
+_CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
+
+
+def about_past(question: str) -> bool:
+    """Does the question ask about an earlier state rather than the present one?"""
+    return bool(_PAST.search(question))
+
+
+def label(entry: MemoryEntry) -> str:
+    """`` (until 12 Jun 2023)`` for a superseded memory, "" for a current one."""
+    if not entry.superseded_by:
+        return ""
+    return f" (until {format_date(entry.valid_to)})" if entry.valid_to else " (superseded)"
+
+
+def as_of_filters(filters: Filters, as_of: object) -> Filters:
+    """``filters`` restricted to what was valid at ``as_of`` (a datetime or ISO text)."""
+    if as_of is None:
+        return filters
+    try:
+        when = parse_timestamp(as_of)
+    except ValueError as exc:
+        raise InvalidInputError(f"as_of: {exc}") from exc
+    until = min(filters.time_to, when) if filters.time_to else when
+    return replace(filters, as_of=when, time_to=until)
+
+
+def rank(
+    store: MemoryStore, question: str, ranked: Sequence[ScoredId], as_of: datetime | None
+) -> list[ScoredId]:
+    """``ranked`` (best first) with what was not valid at ``as_of`` dropped and, for a
+    question about the present, each superseded memory after the one that replaced it."""
+    if not ranked:
+        return []
+    if as_of is None and len(ranked) > _WINDOW:  # below the window nothing is reordered
+        top = rank(store, question, ranked[:_WINDOW], None)
+        seen = {i for i, _ in top}
+        return top + [(i, sc) for i, sc in ranked[_WINDOW:] if i not in seen]
+    entries = store.get_entries([i for i, _ in ranked])
+    if as_of is not None:
+        ranked = [(i, s) for i, s in ranked if i not in entries or entries[i].current_at(as_of)]
+    stale = [entries[i] for i, _ in ranked if i in entries and not entries[i].current_at(as_of)]
+    if not stale or about_past(question):
+        return list(ranked)
+    heads = _heads(store, stale, entries, as_of)
+    out: list[ScoredId] = []
+    placed: set[str] = set()
+    for eid, score in ranked:
+        head = heads.get(eid)
+        if head is not None and head not in placed:
+            out.append((head, score))
+            placed.add(head)
+        if eid not in placed:
+            out.append((eid, score))
+            placed.add(eid)
+    return out
+
+
+def _heads(
+    store: MemoryStore,
+    stale: Sequence[MemoryEntry],
+    known: dict[str, MemoryEntry],
+    as_of: datetime | None,
+) -> dict[str, str]:
+    """For each stale memory, the newest memory of its chain valid at ``as_of``."""
+    heads: dict[str, str] = {}
+    for e in stale:
+        cur = e
+        for _ in range(_CHAIN_DEPTH):
+            nxt = cur.superseded_by
+            if not nxt:
+                break
+            if nxt not in known:
+                known.update(store.get_entries([nxt]))
+            if nxt not in known or known[nxt].scope != e.scope:
+                break  # its successor is gone: it stands for itself
+            cur = known[nxt]
+            if cur.current_at(as_of):
+                heads[e.id] = cur.id
+                break
+    return heads
+
+
+def unsupersede(
+    store: MemoryStore, entry_id: str, version: int | None, *scope: str | None
+) -> MemoryEntry | None:
+    """``restore`` without a version of a superseded entry: make it current again. None
+    (nothing done) with a version or for an entry that is not superseded."""
+    sc = validate.scope(*scope)
+    entry = None if version is not None else store.get_entry(validate.entry_id(entry_id), sc)
+    if entry is None or not entry.superseded_by:
+        return None
+    why = f"restored: supersession by {entry.superseded_by} undone"
+    return store.set_validity(entry.id, sc, "", None, why)
