@@ -232,7 +232,7 @@ def test_an_older_schema_is_migrated_and_its_rows_become_searchable(pg_dsn: str)
         for e in old:
             conn.execute(
                 f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, embedding) "
-                f"VALUES ({', '.join(['%s'] * 20)})",
+                f"VALUES ({', '.join(['%s'] * (len(entry_params(e)) + 3))})",
                 (*entry_params(e), "", e.search_text, "[1,0,0]"),
             )
         node = Node(id="n1", kind="semantic", text="王芳住在杭州", scope=ANN)

@@ -146,8 +146,8 @@ def run(
                     latencies.append(time.perf_counter() - t1)
                     context = mem.format_context(results)
                     row = score(sid, qa, ev, results, context)
-                    for item, hit in zip(row["retrieved"], results, strict=True):
-                        item.update(locomo_kinds.memory_fields(hit))
+                    for rank, (item, hit) in enumerate(zip(row["retrieved"], results, strict=True)):
+                        item.update(rank=rank + 1, **locomo_kinds.memory_fields(hit))
                     row["context"] = context
                     stale = evidence_ids(qa.get("stale_evidence", []))
                     row.update(locomo_kinds.score(qa, ev, results, stored, stale))

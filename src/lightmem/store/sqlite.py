@@ -43,9 +43,13 @@ class SQLiteStore(SQLStore):
     ) -> None:
         db = SQLiteDatabase(path, busy_timeout_s=busy_timeout_s, read_only=read_only)
         self.entry_index = SQLiteEntryIndex(db, index_policy)
+        self._closed = False
         super().__init__(db, self.entry_index, SQLGraphStore(db, SQLiteNodeIndex(db)))
 
     def close(self) -> None:
+        if self._closed:  # a second close (the store and its owner both closing it)
+            return
+        self._closed = True
         try:
             self.entry_index.close()
         finally:
