@@ -174,3 +174,43 @@ def test_scoped_calls_and_compact_results(pool: TenantPool) -> None:
             assert back.structured_content["id"] == eid
 
     asyncio.run(main())
+
+
+def test_reads_across_users_name_all_scopes_over_mcp_and_rest(pool: TenantPool) -> None:
+    """On a tenant holding several users a read without user_id is refused, naming
+    all_scopes, and both MCP and REST can send it."""
+    from fastapi.testclient import TestClient
+    from fastmcp import Client
+    from fastmcp.exceptions import ToolError
+
+    tenant = pool.get("local")
+
+    async def main() -> None:
+        async with Client(create_mcp(lambda: tenant)) as c:
+            for user, food in (("maya", "tuna"), ("bob", "lasagne")):
+                msgs = [{"content": f"My cat only eats {food}.", "id": f"{user}1"}]
+                await c.call_tool(
+                    "add_memory", {"messages": msgs, "force_extract": True, "user_id": user}
+                )
+            with pytest.raises(ToolError, match="all_scopes"):
+                await c.call_tool("retrieve_memory", {"query": "cat food"})
+            both = await c.call_tool("retrieve_memory", {"query": "cat food", "all_scopes": True})
+            context = both.structured_content["context"]
+            assert "tuna" in context and "lasagne" in context
+            with pytest.raises(ToolError, match="all_scopes"):
+                await c.call_tool("list_memories", {})
+            listed = await c.call_tool("list_memories", {"all_scopes": True})
+            users = {e["user_id"] for e in listed.structured_content["items"]}
+            assert users == {"maya", "bob"}
+
+    asyncio.run(main())
+    keys = pool.keys()
+    client = TestClient(create_app(pool, keys))
+    client.headers["Authorization"] = f"Bearer {keys.create('local')}"
+    refused = client.post("/v1/memories/search", json={"query": "cat food"})
+    assert refused.status_code == 422 and "all_scopes" in refused.text
+    found = client.post("/v1/memories/search", json={"query": "cat food", "all_scopes": True})
+    assert found.status_code == 200 and "lasagne" in found.json()["context"]
+    listed = client.get("/v1/memories", params={"all_scopes": "true"})
+    assert listed.status_code == 200
+    assert {e["user_id"] for e in listed.json()["items"]} == {"maya", "bob"}

@@ -159,6 +159,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             int | None, Field(description=schemas.BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS)
         ] = None,
         full: Annotated[bool, Field(description=schemas.FULL)] = False,
+        all_scopes: Annotated[bool, Field(description=schemas.ALL_SCOPES)] = False,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -175,6 +176,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             mode=mode,
             budget_tokens=budget_tokens,
             scope=scope_dict(user_id, agent_id, run_id),
+            all_scopes=all_scopes,
         )
         return compact_retrieval(found, full=full)
 
@@ -186,6 +188,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         offset: Annotated[
             int, Field(description="Memories to skip (for the next page).", ge=0, le=MAX_OFFSET)
         ] = 0,
+        all_scopes: Annotated[bool, Field(description=schemas.ALL_SCOPES)] = False,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -197,6 +200,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             limit=limit,
             offset=offset,
             scope=scope_dict(user_id, agent_id, run_id),
+            all_scopes=all_scopes,
         )
 
     @mcp.tool

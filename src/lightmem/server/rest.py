@@ -56,6 +56,7 @@ class SearchBody(ScopeFields):
     filters: MemoryFilters | None = Field(None, description=schemas.FILTERS)
     mode: Mode | None = Field(None, description=schemas.MODE)
     budget_tokens: int | None = Field(None, description=schemas.BUDGET_TOKENS)
+    all_scopes: bool = Field(False, description=schemas.ALL_SCOPES)
 
 
 class UpdateBody(ScopeFields):
@@ -162,6 +163,7 @@ def create_app(
             mode=body.mode,
             budget_tokens=body.budget_tokens,
             scope=_scope_of(body),
+            all_scopes=body.all_scopes,
         )
 
     @app.get("/v1/memories", tags=["memory"])
@@ -172,10 +174,16 @@ def create_app(
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         kind: Kind | None = None,
         speaker: str | None = None,
+        all_scopes: Annotated[bool, Query(description=schemas.ALL_SCOPES)] = False,
     ) -> dict[str, Any]:
         filters = {k: v for k, v in (("kind", kind), ("speaker", speaker)) if v is not None}
         return service.list_memories(
-            t, filters=filters or None, limit=limit, offset=offset, scope=scope
+            t,
+            filters=filters or None,
+            limit=limit,
+            offset=offset,
+            scope=scope,
+            all_scopes=all_scopes,
         )
 
     @app.get("/v1/memories/{entry_id}", tags=["memory"])

@@ -54,6 +54,10 @@ MODE = (
     "Default: the store's configuration."
 )
 BUDGET_TOKENS = "Stop adding memories once the context block would exceed this many tokens."
+ALL_SCOPES = (
+    "Read every user's memories; needed (without user_id) when the store holds several "
+    "users, otherwise such a read is refused."
+)
 FULL = "Also return every matched memory as a full record (costs many tokens); default: ids only."
 FILTERS = "Restrict the memories considered (time range, speaker, topic, kind)."
 TEXT = "The memory's new text; the previous version stays in its history."
