@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import llm_config
 from lightmem import LightMemory
 from lightmem.ledger import Ledger, token_sources
 from lightmem.llm import OpenAIChatClient
@@ -28,22 +29,6 @@ TURNS = [
     {"id": "b", "content": "My pottery class starts on Monday.", "speaker_name": "Leo"},
     {"id": "c", "content": "Tom hates the vacuum cleaner.", "speaker_name": "Maya"},
 ]
-
-
-def _config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "store": {"path": str(path)},
-        "memory_manager": {
-            "model_name": "openai",
-            "configs": {
-                "model": "stub-model",
-                "openai_base_url": stub.base_url,
-                "api_key": "test-key",
-                "max_attempts": 2,
-                **extra,
-            },
-        },
-    }
 
 
 def _usage(mem: LightMemory) -> dict[str, dict[str, Any]]:
@@ -61,7 +46,9 @@ def test_answers_that_always_cite_unknown_turns_fall_back_to_per_turn_entries(
     marked extracted with no entry and never retried."""
     bad = json.dumps({"facts": [{"fact": "Invented", "source_ids": ["nope"]}]})
     llm.queue(*[bad] * 10)
-    with LightMemory.from_config(_config(stub, store_path, json_repairs=2)) as mem:
+    with LightMemory.from_config(
+        llm_config(stub, store_path, max_attempts=2, json_repairs=2)
+    ) as mem:
         mem.add_memory(TURNS, force_extract=True, user_id="maya")
         entries = mem.list_entries(filters={"kind": "entry"}, user_id="maya")
         usage = _usage(mem)
@@ -77,7 +64,9 @@ def test_unusable_answers_are_counted_and_lose_no_turn(
     llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
 ) -> None:
     llm.queue(*['{"facts": [{"fact": "never closed'] * 10)
-    with LightMemory.from_config(_config(stub, store_path, json_repairs=1)) as mem:
+    with LightMemory.from_config(
+        llm_config(stub, store_path, max_attempts=2, json_repairs=1)
+    ) as mem:
         result = mem.add_memory(TURNS, force_extract=True, user_id="maya")
         entries = mem.list_entries(filters={"kind": "entry"}, user_id="maya")
         usage = _usage(mem)
@@ -91,7 +80,7 @@ def test_turns_a_usable_answer_skips_keep_their_per_turn_entry(
     llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
 ) -> None:
     llm.queue(json.dumps({"facts": [{"fact": "Maya has a cat, Tom.", "source_ids": ["a"]}]}))
-    with LightMemory.from_config(_config(stub, store_path)) as mem:
+    with LightMemory.from_config(llm_config(stub, store_path, max_attempts=2)) as mem:
         mem.add_memory(TURNS, force_extract=True, user_id="maya")
         entries = mem.list_entries(filters={"kind": "entry"}, user_id="maya")
         usage = _usage(mem)
@@ -104,7 +93,9 @@ def test_turns_a_usable_answer_skips_keep_their_per_turn_entry(
 def test_extraction_sends_a_bounded_schema_citing_only_batch_ids(
     stub: OpenAIStubServer, store_path: Path
 ) -> None:
-    with LightMemory.from_config(_config(stub, store_path, max_tokens=4000)) as mem:
+    with LightMemory.from_config(
+        llm_config(stub, store_path, max_attempts=2, max_tokens=4000)
+    ) as mem:
         mem.add_memory(TURNS, force_extract=True)
     body = _chat_bodies(stub)[0]
     fmt = body["response_format"]
@@ -119,7 +110,9 @@ def test_extraction_sends_a_bounded_schema_citing_only_batch_ids(
 def test_declared_structured_mode_is_sent(
     stub: OpenAIStubServer, store_path: Path, mode: str
 ) -> None:
-    with LightMemory.from_config(_config(stub, store_path, structured_output=mode)) as mem:
+    with LightMemory.from_config(
+        llm_config(stub, store_path, max_attempts=2, structured_output=mode)
+    ) as mem:
         mem.add_memory(TURNS, force_extract=True)
     body = _chat_bodies(stub)[0]
     if mode == "none":
@@ -132,7 +125,7 @@ def test_auto_steps_down_once_when_the_endpoint_refuses_schemas(
     llm: ScriptedLLM, store_path: Path
 ) -> None:
     with OpenAIStubServer(chat_handler=llm, refuse_formats=("json_schema",)) as stub:
-        with LightMemory.from_config(_config(stub, store_path)) as mem:
+        with LightMemory.from_config(llm_config(stub, store_path, max_attempts=2)) as mem:
             mem.add_memory(TURNS[:1], force_extract=True)
             mem.add_memory(TURNS[1:], force_extract=True)
             entries = mem.list_entries(filters={"kind": "entry"})
@@ -147,7 +140,7 @@ def test_a_declared_schema_mode_that_is_refused_is_an_error(
     from lightmem import BackendError
 
     with OpenAIStubServer(chat_handler=llm, refuse_formats=("json_schema",)) as stub:
-        cfg = _config(stub, store_path, structured_output="json_schema")
+        cfg = llm_config(stub, store_path, max_attempts=2, structured_output="json_schema")
         with LightMemory.from_config(cfg) as mem, pytest.raises(BackendError, match="400"):
             mem.add_memory(TURNS, force_extract=True)
 
@@ -156,14 +149,14 @@ def test_reported_usage_is_recorded_and_estimates_are_marked(
     llm: ScriptedLLM, store_path: Path, tmp_path: Path
 ) -> None:
     with OpenAIStubServer(chat_handler=llm) as stub:
-        with LightMemory.from_config(_config(stub, store_path)) as mem:
+        with LightMemory.from_config(llm_config(stub, store_path, max_attempts=2)) as mem:
             mem.add_memory(TURNS, force_extract=True)
             split = token_sources(mem.ledger.totals())
         assert split["estimated"]["calls"] == 0
         assert split["reported"]["prompt_tokens"] == stub.counters.prompt_tokens
     with (
         OpenAIStubServer(chat_handler=ScriptedLLM(), report_usage=False) as quiet,
-        LightMemory.from_config(_config(quiet, tmp_path / "q.db")) as mem,
+        LightMemory.from_config(llm_config(quiet, tmp_path / "q.db", max_attempts=2)) as mem,
     ):
         mem.add_memory(TURNS, force_extract=True)
         split = token_sources(mem.ledger.totals())
@@ -178,7 +171,7 @@ def test_no_request_exceeds_the_context_and_a_huge_turn_is_cut(
 ) -> None:
     huge = {"id": "h", "content": " ".join(["Tom chased the red ball."] * 800)}
     msgs = [*TURNS, huge, {"id": "z", "content": "Leo bought clay.", "speaker_name": "Leo"}]
-    cfg = _config(stub, store_path, context_tokens=1024)
+    cfg = llm_config(stub, store_path, max_attempts=2, context_tokens=1024)
     with LightMemory.from_config(cfg) as mem:
         mem.add_memory(msgs, force_extract=True)
         entries = mem.list_entries(filters={"kind": "entry"}, limit=1000)
