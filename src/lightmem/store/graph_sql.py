@@ -20,6 +20,7 @@ from lightmem.store.db import Database, Session
 from lightmem.store.purge import PurgeReport, purge_graph
 from lightmem.store.sessions import SQLTaskSessions
 from lightmem.store.sql import dumps, json_value, scope_sql, ts
+from lightmem.store.topk import top_positions
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
 
@@ -417,6 +418,5 @@ def top_k(ids: list[str], matrix: Vector, query: Vector, k: int) -> list[ScoredI
         return []
     scores = matrix @ query
     k = min(k, len(ids))
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
+    top = top_positions(scores, k)
     return [(ids[i], float(scores[i])) for i in top]

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lightmem.lang import index_terms
+from lightmem.store.topk import top_positions
 
 K1 = 1.2
 B = 0.75
@@ -146,8 +147,7 @@ class BM25Index:
             return []
         k = min(k, cand.size)
         sub = scores[cand]
-        top = np.argpartition(-sub, k - 1)[:k]
-        top = top[np.lexsort((cand[top], -sub[top]))]  # ties: the earlier row first
+        top = top_positions(sub, k)  # cand is ascending: ties go to the earlier row
         return [(int(cand[i]), float(sub[i])) for i in top]
 
     # -- persistence ------------------------------------------------------------------

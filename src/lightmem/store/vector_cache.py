@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from lightmem.store.ann_index import IndexPolicy, IVFIndex
 from lightmem.store.text_index import BM25Index, Stemmer
+from lightmem.store.topk import top_positions
 from lightmem.types import Filters, Scope
 
 #: Filter columns (object arrays) and their place in a row of
@@ -195,7 +196,7 @@ class VectorRows:
         if self.ann is not None:
             # A large store: IVF candidates, or (few rows pass the filter) those rows.
             if allowed > policy.exact_allowed:
-                cand = self._candidates(q, m, n, k, policy)
+                cand = np.sort(self._candidates(q, m, n, k, policy))  # ties: earlier row
             else:
                 cand = np.arange(n) if m is None else np.flatnonzero(m)
             scores = matrix[cand] @ q
@@ -208,8 +209,7 @@ class VectorRows:
         k = min(k, cand.size)
         if k == 0:
             return []
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.lexsort((cand[top], -scores[top]))]
+        top = top_positions(scores, k)  # cand is ascending: ties go to the earlier row
         ids = self._ids
         return [(str(ids[cand[i]]), float(scores[i])) for i in top]
 
