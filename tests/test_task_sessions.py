@@ -106,8 +106,11 @@ def test_a_session_continued_by_other_instances_matches_run_task(
     assert episode.data["trajectory"] == list(SCRIPT[-1].actions)
     steps = first.graph.edges("step", dst=[got.episode_id])
     assert steps and all(len(set(e.data["steps"])) == len(e.data["steps"]) for e in steps)
-    with pytest.raises(NotFoundError, match="session_id"):
-        first.resume_task(s.id or "")
+    # A finished session keeps its outcome until it expires (a lost answer can be asked again).
+    done = first.resume_task(s.id or "")
+    assert done.outcome == got and done.context is None and done.step == 3
+    with pytest.raises(InvalidInputError, match="already finished"):
+        done.report(SCRIPT[-1])
 
 
 def _no_ids(context: str) -> str:
@@ -293,7 +296,7 @@ def test_a_task_started_on_one_server_is_finished_on_another_and_after_a_restart
             assert done["outcome"]["success"] and done["outcome"]["attempts"] == 2
             assert [r["op"] for r in done["outcome"]["repairs"]] == ["link_prune"]
             r = c.post(f"/v1/fluxmem/tasks/{sid}/steps", json={"success": True})
-            assert r.status_code == 404 and "session_id" in r.json()["error"]["message"]
+            assert r.status_code == 422 and "already finished" in r.json()["error"]["message"]
             other = c.post(f"/v1/fluxmem/tasks/{sid2}/steps", json={"success": True}).json()
             assert other["outcome"]["success"] and other["outcome"]["attempts"] == 1
             c.close()

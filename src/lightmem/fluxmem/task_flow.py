@@ -10,9 +10,11 @@ task sessions (state in the store, see :mod:`lightmem.fluxmem.session`) run the 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -260,8 +262,11 @@ class TaskFlow:
         )
 
 
-def to_row(session_id: str, state: TaskState, now: float, ttl_s: float) -> SessionRow:
-    """``state`` as the stored row of session ``session_id`` (used ``now``)."""
+def to_row(
+    session_id: str, state: TaskState, now: float, ttl_s: float, step_key: str = ""
+) -> SessionRow:
+    """``state`` as the stored row of session ``session_id`` (used ``now``), after the
+    step whose digest is ``step_key`` (:func:`step_key`)."""
     sub = state.subgraph
     return SessionRow(
         id=session_id,
@@ -280,6 +285,56 @@ def to_row(session_id: str, state: TaskState, now: float, ttl_s: float) -> Sessi
         created_at=state.started_at,
         updated_at=now,
         expires_at=now + ttl_s,
+        step_key=step_key,
+        outcome=None if state.outcome is None else outcome_record(state.outcome),
+    )
+
+
+def step_key(reply: StepResult | Crash) -> str:
+    """A digest of what a step reported, so the same report sent again is recognised."""
+    if isinstance(reply, Crash):
+        fields: dict[str, Any] = {"error": reply.error}
+    else:
+        fb = reply.feedback
+        fields = {
+            "result": reply.result,
+            "success": bool(reply.success),
+            "feedback": fb if isinstance(fb, str | None) else asdict(fb),
+            "actions": list(reply.actions),
+            "observations": list(reply.observations),
+            "reads": list(reply.reads),
+        }
+    text = json.dumps(fields, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def outcome_record(o: TaskOutcome) -> dict[str, Any]:
+    """``o`` as stored with its finished session; ``result`` in its JSON form (its
+    ``repr`` when JSON cannot hold it)."""
+    try:
+        result = json.loads(json.dumps(o.result, allow_nan=False))
+    except (TypeError, ValueError):
+        result = repr(o.result)
+    return {
+        "task": o.task,
+        "success": o.success,
+        "result": result,
+        "episode_id": o.episode_id,
+        "attempts": o.attempts,
+        "repairs": [repair_record(r) for r in o.repairs],
+        "error": o.error,
+    }
+
+
+def outcome_from_record(d: dict[str, Any]) -> TaskOutcome:
+    return TaskOutcome(
+        task=str(d["task"]),
+        success=bool(d["success"]),
+        result=d.get("result"),
+        episode_id=str(d["episode_id"]),
+        attempts=int(d["attempts"]),
+        repairs=tuple(Repair(r["op"], r["node_id"], r["detail"]) for r in d["repairs"]),
+        error=str(d.get("error", "")),
     )
 
 

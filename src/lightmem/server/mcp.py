@@ -364,6 +364,7 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         actions: Annotated[
             list[str] | None, Field(description="The actions you took, in order.")
         ] = None,
+        step: Annotated[int | None, Field(description=schemas.STEP, ge=0)] = None,
     ) -> dict[str, Any]:
         """FluxMem: report the outcome of acting on the context. On failure the graph is
         repaired and a new context returned; on success (or when rounds run out) the
@@ -377,6 +378,7 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             if isinstance(feedback, Feedback)
             else feedback,
             actions=actions or [],
+            step=step,
         )
 
     @mcp.tool

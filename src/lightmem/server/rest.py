@@ -93,6 +93,7 @@ class StepBody(_Body):
     success: bool
     feedback: str | dict[str, Any] | None = None
     actions: list[str] = Field(default_factory=list)
+    step: int | None = Field(None, ge=0, description=schemas.STEP)
 
 
 def _scope_of(body: ScopeFields) -> Scope:
@@ -254,6 +255,7 @@ def create_app(
             success=body.success,
             feedback=body.feedback,
             actions=body.actions,
+            step=body.step,
         )
 
     @app.delete("/v1/fluxmem/graph", tags=["fluxmem"])

@@ -70,6 +70,13 @@ RETRIEVAL_SCOPE = (
 TOP_K = "Candidate neighbours considered per memory when building the update queue."
 KEEP_TOP_N = "Neighbours kept per memory in the update queue."
 SCORE_THRESHOLD = "Cosine similarity in [-1, 1] above which two memories are compared."
+# FluxMem
+STEP = (
+    "The number of the step you report: the 'step' of the last answer (start_task's is 0). "
+    "Sent again with the same result after a lost answer, it returns the recorded answer "
+    "instead of recording the step twice."
+)
+NODE_ID = "The FluxMem graph node to erase (a fact, episode or skill id)."
 
 UserId = Annotated[str | None, Field(description=USER_ID)]
 AgentId = Annotated[str | None, Field(description=AGENT_ID)]

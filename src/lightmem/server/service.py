@@ -186,9 +186,13 @@ def record_step(
     success: bool,
     feedback: str | Mapping[str, Any] | None = None,
     actions: Sequence[str] = (),
+    step: int | None = None,
 ) -> dict[str, Any]:
     """Report what the agent did with the last context; returns the next context (after any
-    Stage II repairs) or the task's outcome."""
+    Stage II repairs) or the task's outcome, and the ``step`` number to report next.
+    ``step``: the number of the step reported (the last answer's ``step``); with it a
+    report sent again after a lost answer gets the recorded answer instead of being
+    applied twice (see :mod:`lightmem.fluxmem.session`)."""
     if not isinstance(success, bool):
         raise InvalidInputError("success: expected a boolean")
     if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
@@ -197,13 +201,18 @@ def record_step(
     check_value(result, "result", strict=False)
     check_value(feedback, "feedback", strict=False)
     session = t.agent.resume_task(session_id)
-    session.report(StepResult(result, _feedback(feedback), success, tuple(actions)))
+    session.report(StepResult(result, _feedback(feedback), success, tuple(actions)), step=step)
     return _session_view(session)
 
 
 def _session_view(session: TaskSession) -> dict[str, Any]:
     outcome = None if session.outcome is None else _outcome(session.outcome)
-    return {"session_id": session.id, "context": session.context, "outcome": outcome}
+    return {
+        "session_id": session.id,
+        "context": session.context,
+        "outcome": outcome,
+        "step": session.step,
+    }
 
 
 def purge_graph(t: Tenant) -> dict[str, Any]:

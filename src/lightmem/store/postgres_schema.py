@@ -20,7 +20,7 @@ from lightmem.store.schema_tables import (
     graph_scope,
     graph_tables,
 )
-from lightmem.store.sessions import task_sessions_table
+from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import POSTGRES
 from lightmem.store.text_index import Stemmer
 
@@ -152,4 +152,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("entry_validity", entry_validity(_TYPES)),
     FilledMigration("pg_search_terms", _SEARCH_TERMS_BEFORE, _fill_terms),
     Migration("task_sessions", task_sessions_table(_TYPES)),
+    Migration("task_session_steps", task_session_steps(_TYPES)),
 )

@@ -7,8 +7,14 @@ one task at once), does its work, then saves the new state and releases the clai
 statement that checks the claim is still its own. Rows expire ``ttl`` seconds after their
 last step; :mod:`lightmem.fluxmem.session` records an expired task's episode as failed.
 
+Steps are idempotent: the row keeps a digest of the last step it applied (``step_key``),
+and a finished task keeps its row, with its ``outcome``, until it expires, so a step
+reported again after its answer was lost is recognised and answered from the row instead
+of being applied twice. Only unfinished rows count as open sessions.
+
 The table is defined once here for both SQL backends (as in :mod:`.schema_tables`); each
-backend's schema appends it as its ``task_sessions`` migration step.
+backend's schema appends it as its ``task_sessions`` migration step, and the two columns
+above as its ``task_session_steps`` step.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ from lightmem.store.schema_tables import ColumnTypes
 from lightmem.store.sql import dumps, json_value, scope_sql
 from lightmem.types import Scope
 
-__all__ = ["SQLTaskSessions", "SessionRow", "TaskSessionStore", "task_sessions_table"]
+__all__ = [
+    "SQLTaskSessions",
+    "SessionRow",
+    "TaskSessionStore",
+    "task_session_steps",
+    "task_sessions_table",
+]
 
 _LOCK_KEY = "task_sessions"  # the meta row that serialises cap checks
 
@@ -52,11 +64,21 @@ INSERT INTO meta (key, value) VALUES ('{_LOCK_KEY}', '') ON CONFLICT (key) DO NO
 """
 
 
+def task_session_steps(t: ColumnTypes) -> str:
+    """The ``task_session_steps`` migration step: the digest of the last step applied and
+    the outcome of a finished task (NULL while it runs)."""
+    return f"""
+ALTER TABLE task_sessions ADD COLUMN step_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE task_sessions ADD COLUMN outcome {t.json}
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     """One session's stored state. ``subgraph`` maps each node kind to its
     ``[node_id, score, why]`` triples; ``attempts`` and ``repairs`` are the episode's
-    records so far."""
+    records so far. ``step_key`` identifies the last step applied (``attempt`` steps
+    were); ``outcome`` is set once the task has finished."""
 
     id: str
     scope: Scope
@@ -73,19 +95,22 @@ class SessionRow:
     updated_at: float = 0.0
     expires_at: float = 0.0
     claimed_until: float = 0.0
+    step_key: str = ""
+    outcome: dict[str, Any] | None = None
 
 
 class TaskSessionStore(Protocol):
     """Where a store keeps its FluxMem task sessions (see the module docstring)."""
 
     def open(self, row: SessionRow, cap: int, now: float) -> bool:
-        """Insert ``row`` unless ``cap`` unexpired sessions are already open (False)."""
+        """Insert ``row`` unless ``cap`` unexpired unfinished sessions are open (False)."""
 
     def get(self, session_id: str, scope: Scope) -> SessionRow | None: ...
     def claim(
         self, session_id: str, scope: Scope, token: str, now: float, lease_s: float
     ) -> SessionRow | None:
-        """Claim an unexpired, unclaimed session for ``lease_s``; None if it is not one."""
+        """Claim an unexpired, unfinished, unclaimed session for ``lease_s``; None if it
+        is not one."""
 
     def claim_expired(
         self, session_id: str, token: str, now: float, lease_s: float
@@ -93,27 +118,30 @@ class TaskSessionStore(Protocol):
         """Claim a session whose time is up (to record its episode); None if it is not."""
 
     def save(self, row: SessionRow, token: str) -> bool:
-        """Store the new state and release the claim; False if the claim was lost."""
+        """Store the new state (a finished task's too) and release the claim; False if the
+        claim was lost."""
 
     def release(self, session_id: str, token: str) -> None: ...
     def finish(self, session_id: str, token: str) -> None:
-        """Remove a claimed session (its task is over)."""
+        """Remove a claimed session (its time is up)."""
 
     def expired(self, now: float, limit: int) -> list[str]:
         """Ids of sessions whose time is up and that no one holds, oldest first."""
 
     def count(self, now: float) -> int:
-        """Open (unexpired) sessions in the store."""
+        """Open (unexpired, unfinished) sessions in the store."""
 
 
 _COLS = (
     "id, user_id, agent_id, run_id, episode_id, task, phase, attempt, rounds_left, attempts, "
-    "repairs, subgraph, context, created_at, updated_at, expires_at, claimed_until"
+    "repairs, subgraph, context, created_at, updated_at, expires_at, claimed_until, "
+    "step_key, outcome"
 )
 _STATE = (
     "phase = ?, attempt = ?, rounds_left = ?, attempts = ?, repairs = ?, subgraph = ?, "
-    "context = ?, updated_at = ?, expires_at = ?"
+    "context = ?, updated_at = ?, expires_at = ?, step_key = ?, outcome = ?"
 )
+_OPEN = "expires_at > ? AND outcome IS NULL"  # an unexpired, unfinished session
 
 
 class SQLTaskSessions:
@@ -126,11 +154,12 @@ class SQLTaskSessions:
         with self.db.transaction() as s:
             # Lock one row first, so concurrent openers count one after another.
             s.one(f"SELECT value FROM meta WHERE key = '{_LOCK_KEY}'" + self.db.row_lock)
-            (n,) = s.one("SELECT count(*) FROM task_sessions WHERE expires_at > ?", (now,))
+            (n,) = s.one(f"SELECT count(*) FROM task_sessions WHERE {_OPEN}", (now,))
             if int(n) >= cap:
                 return False
+            marks = ",".join("?" * len(_COLS.split(",")))
             s.execute(
-                f"INSERT INTO task_sessions ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO task_sessions ({_COLS}) VALUES ({marks})",
                 (
                     row.id,
                     row.scope.user_id,
@@ -138,11 +167,12 @@ class SQLTaskSessions:
                     row.scope.run_id,
                     row.episode_id,
                     row.task,
-                    *_state(row)[:-2],
+                    *_state(row)[:7],
                     row.created_at,
                     row.updated_at,
                     row.expires_at,
                     0.0,
+                    *_state(row)[9:],
                 ),
             )
         return True
@@ -159,7 +189,7 @@ class SQLTaskSessions:
     def claim(
         self, session_id: str, scope: Scope, token: str, now: float, lease_s: float
     ) -> SessionRow | None:
-        return self._claim(session_id, scope, token, now, lease_s, "expires_at > ?")
+        return self._claim(session_id, scope, token, now, lease_s, _OPEN)
 
     def claim_expired(
         self, session_id: str, token: str, now: float, lease_s: float
@@ -212,7 +242,7 @@ class SQLTaskSessions:
 
     def count(self, now: float) -> int:
         with self.db.read() as s:
-            (n,) = s.one("SELECT count(*) FROM task_sessions WHERE expires_at > ?", (now,))
+            (n,) = s.one(f"SELECT count(*) FROM task_sessions WHERE {_OPEN}", (now,))
         return int(n)
 
 
@@ -228,6 +258,8 @@ def _state(row: SessionRow) -> tuple[Any, ...]:
         row.context,
         row.updated_at,
         row.expires_at,
+        row.step_key,
+        None if row.outcome is None else dumps(row.outcome, "outcome"),
     )
 
 
@@ -248,6 +280,8 @@ def _row(r: Sequence[Any]) -> SessionRow:
         updated_at=float(r[14]),
         expires_at=float(r[15]),
         claimed_until=float(r[16]),
+        step_key=str(r[17]),
+        outcome=None if r[18] is None else dict(json_value(r[18])),
     )
 
 

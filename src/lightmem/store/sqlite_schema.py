@@ -16,7 +16,7 @@ from lightmem.store.schema_tables import (
     graph_scope,
     graph_tables,
 )
-from lightmem.store.sessions import task_sessions_table
+from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import SQLITE
 
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
@@ -65,6 +65,7 @@ INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT 
     ),
     Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
     Migration("entry_validity", entry_validity(_TYPES)),
+    Migration("task_session_steps", task_session_steps(_TYPES)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
