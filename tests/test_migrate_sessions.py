@@ -85,6 +85,9 @@ def _full_store(path: Path, embedder: WordLlamaEmbedder) -> dict[str, str]:
         agent.run_task("count the goals", lambda c: StepResult("ok", None, True, ("sum",)))
         stepped = agent.start_task(TASK)
         stepped.report(MISLED)
+        finished = agent.start_task("count the goals again")  # kept with its outcome
+        finished.report(StepResult("ok", None, True))
+        assert finished.outcome is not None
         claimed = agent.start_task("brush the cat")
         assert stepped.id and claimed.id and stepped.outcome is None
         # A worker on the old store is in the middle of a step of this one.
@@ -121,7 +124,7 @@ def test_every_column_of_every_copied_table_arrives(
     pg_schemas.append(schema)
     report = migrate(f"sqlite:{src}", f"postgres:{dsn}", schema=schema)
     assert report["verified"], report
-    assert report["task_sessions"] == {"rows": 2, "copied": 2, "checksum_match": True}
+    assert report["task_sessions"] == {"rows": 3, "copied": 3, "checksum_match": True}
     released = {c for t in COPIED for c in t.released}
     lite = sqlite3.connect(src)
     store = PostgresStore(dsn, schema=schema)
