@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         sub, "purge", "erase one entry, or everything in --user-id/--agent-id/--run-id, for good"
     )
     pu.add_argument("id", nargs="?", help="the entry to erase (omit to erase the whole scope)")
+    pu.add_argument(
+        "--node", metavar="NODE_ID", help="erase this FluxMem graph node instead (in the scope)"
+    )
 
     ou = _memory_command(
         sub, "offline-update", "build the update queue, then merge or delete overlapping memories"

@@ -20,6 +20,7 @@ from lightmem.cli.output import (
     short_id,
 )
 from lightmem.errors import InvalidInputError, NotFoundError
+from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
 
 #: Sorts undated memories last.
@@ -181,8 +182,14 @@ def _cmd_restore(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int
 
 def _cmd_purge(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
-    eid = None if args.id is None else _resolve_any(mem, args.id, scope)
-    report = mem.purge(eid, **scope)
+    if args.node is not None:
+        if args.id is not None:
+            raise InvalidInputError("--node: give an entry id or --node, not both")
+        agent = FluxMemAgent.on_store(mem.store, mem.embedder, **scope)
+        report = agent.purge(args.node)
+    else:
+        eid = None if args.id is None else _resolve_any(mem, args.id, scope)
+        report = mem.purge(eid, **scope)
     if args.json:
         print_json(out, report.to_dict())
         return 0

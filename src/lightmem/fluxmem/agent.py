@@ -272,15 +272,33 @@ class FluxMemAgent:
             scope=self.scope,
         )
 
-    def purge(self) -> PurgeReport:
-        """Erase this agent's graph for good: every node, edge, history event and task
+    def purge(self, node_id: str | None = None) -> PurgeReport:
+        """Erase for good, leaving no copy in the database file.
+
+        Without ``node_id``: this agent's graph, every node, edge, history event and task
         session of its scope (for an unscoped agent, such as a server tenant's, the whole
-        graph of its store), leaving no copy in the database file. Memory entries are not
-        touched (:meth:`LightMemory.purge` erases a scope's entries and its graph)."""
-        return self.graph.purge(self.scope)
+        graph of its store). With ``node_id``: that node of this agent's scope (another
+        scope's is NotFoundError) with its vector and full-text row, its edges, its graph
+        history and every history event holding its text, and the task sessions showing
+        it (their episodes are first recorded as failed). Memory entries are not touched
+        (:meth:`LightMemory.purge` erases a scope's entries and its graph)."""
+        if node_id is None:
+            return self.graph.purge(self.scope)
+        node_id = _node_id(node_id)
+        self._sessions.end_showing(node_id, f"node {node_id} of its context was purged")
+        return self.graph.purge_node(self.scope, node_id)
 
     def stats(self) -> dict[str, int]:
         return self.graph.graph_counts(self.scope)
+
+
+def _node_id(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > validate.MAX_ID_CHARS:
+        raise InvalidInputError(
+            f"node_id: expected a non-empty string of at most {validate.MAX_ID_CHARS} characters"
+        )
+    check_value(value, "node_id")
+    return value
 
 
 def _finish(outcome: TaskOutcome) -> TaskOutcome:

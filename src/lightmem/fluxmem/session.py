@@ -107,6 +107,21 @@ class TaskSessions:
             )
         return state.context or None, state.outcome, state.attempt
 
+    def end_showing(self, node_id: str, reason: str) -> int:
+        """Finish, as failed with ``reason``, the open sessions of this scope that show
+        node ``node_id`` (it is its episode or in its subgraph), so their episodes are
+        recorded before the node is erased; returns how many. A session whose step is
+        running is left to the erasure, which removes it."""
+        ended, now = 0, time.time()
+        for sid in self._store.showing(node_id, self._scope, now):
+            token = uuid.uuid4().hex
+            row = self._store.claim(sid, self._scope, token, now, STEP_LEASE_S)
+            if row is None:
+                continue
+            state = self._advance(row, Crash(reason), token)
+            ended += self._store.save(to_row(sid, state, time.time(), SESSION_TTL_S), token)
+        return ended
+
     def expire_idle(self, now: float) -> int:
         """Record the episodes of (a bounded number of) expired sessions as failed, and
         remove finished sessions whose time is up."""

@@ -390,10 +390,15 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
 
     @mcp.tool
     @_tool_errors
-    def purge_graph() -> dict[str, Any]:
+    def purge_graph(
+        node_id: Annotated[
+            str | None, Field(description=schemas.NODE_ID + " Omit to erase the whole graph.")
+        ] = None,
+    ) -> dict[str, Any]:
         """FluxMem: erase the whole graph (facts, episodes, skills, history, open task
-        sessions) for good; memories stay. Only when the user asks for erasure."""
-        return service.purge_graph(resolve())
+        sessions), or one node with its edges and history, for good; memories stay. Only
+        when the user asks for erasure."""
+        return service.purge_graph(resolve(), node_id)
 
     @mcp.tool
     @_tool_errors

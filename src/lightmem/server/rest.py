@@ -259,9 +259,14 @@ def create_app(
         )
 
     @app.delete("/v1/fluxmem/graph", tags=["fluxmem"])
-    def purge_graph(t: TenantDep) -> dict[str, Any]:
-        """Erase the tenant's whole FluxMem graph for good (not restorable)."""
-        return service.purge_graph(t)
+    def purge_graph(
+        t: TenantDep,
+        node_id: Annotated[str | None, Query(description=schemas.NODE_ID)] = None,
+    ) -> dict[str, Any]:
+        """Erase the tenant's whole FluxMem graph, or only node ``node_id`` (its edges,
+        history, the history events and task sessions holding it), for good (not
+        restorable). An unknown ``node_id``: 404. Returns the rows removed per table."""
+        return service.purge_graph(t, node_id)
 
     @app.post("/v1/fluxmem/consolidate", tags=["fluxmem"])
     def consolidate(t: TenantDep) -> dict[str, Any]:

@@ -215,10 +215,11 @@ def _session_view(session: TaskSession) -> dict[str, Any]:
     }
 
 
-def purge_graph(t: Tenant) -> dict[str, Any]:
+def purge_graph(t: Tenant, node_id: str | None = None) -> dict[str, Any]:
     """Erase the tenant's FluxMem graph (knowledge, episodes, skills, history, task
-    sessions) for good; its memories stay (see :func:`purge`)."""
-    return t.agent.purge().to_dict()
+    sessions), or only node ``node_id`` with what holds it, for good; its memories stay
+    (see :func:`purge` and :meth:`FluxMemAgent.purge`)."""
+    return t.agent.purge(node_id).to_dict()
 
 
 def consolidate(t: Tenant) -> dict[str, Any]:

@@ -50,5 +50,8 @@ class GraphStore(Protocol):
     def purge(self, scope: Scope) -> PurgeReport:
         """Erase the graph of ``scope`` for good (see :func:`lightmem.store.purge.purge_graph`)."""
 
+    def purge_node(self, scope: Scope, node_id: str) -> PurgeReport:
+        """Erase one node of ``scope`` for good (see :func:`lightmem.store.purge.purge_node`)."""
+
     def task_sessions(self) -> TaskSessionStore:
         """Where FluxMem task sessions in progress are kept, beside the graph."""

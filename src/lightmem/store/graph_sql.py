@@ -17,7 +17,7 @@ import numpy as np
 
 from lightmem.errors import NotFoundError, StoreError
 from lightmem.store.db import Database, Session
-from lightmem.store.purge import PurgeReport, purge_graph
+from lightmem.store.purge import PurgeReport, purge_graph, purge_node
 from lightmem.store.sessions import SQLTaskSessions
 from lightmem.store.sql import dumps, json_value, scope_sql, ts
 from lightmem.store.topk import top_positions
@@ -61,6 +61,9 @@ class SQLGraphStore:
 
     def purge(self, scope: Scope) -> PurgeReport:
         return purge_graph(self.db, self.index, scope)
+
+    def purge_node(self, scope: Scope, node_id: str) -> PurgeReport:
+        return purge_node(self.db, self.index, scope, node_id)
 
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]:
         return self.index.node_vectors(kind, scope)

@@ -3,8 +3,11 @@
 Unlike :meth:`~lightmem.store.entries.SQLStore.delete_entry` (restorable, kept in the
 history), a purge removes the rows themselves: entries with their vectors and search-index
 rows, their history, the messages they came from, update-queue rows and, for a scope, the
-FluxMem nodes, edges and graph history of that scope. The usage ledger holds only counters
-per (kind, op), never text, so nothing in it names a purged scope.
+FluxMem nodes, edges and graph history of that scope. One FluxMem node goes with its
+vector and full-text row, its edges, its graph history and the history of its edges, every
+graph history event whose snapshot holds one of its texts, and the task sessions that show
+it (see :func:`purge_node`). The usage ledger holds only counters per (kind, op), never
+text, so nothing in it names a purged scope.
 
 The rows are removed in one transaction inside the database's ``erasing()`` block (SQLite:
 ``secure_delete``, so freed pages are zeroed); after the commit its ``compact()`` rewrites
@@ -20,10 +23,11 @@ from typing import Any, Protocol
 
 from lightmem.errors import NotFoundError
 from lightmem.store.db import Database, Session
+from lightmem.store.sessions import session_shows
 from lightmem.store.sql import json_value, scope_sql
 from lightmem.types import Scope
 
-__all__ = ["TABLES", "PurgeReport", "purge", "purge_graph"]
+__all__ = ["TABLES", "PurgeReport", "purge", "purge_graph", "purge_node"]
 
 _CHUNK = 500  # ids per IN (...) list
 
@@ -104,6 +108,85 @@ def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
         where, params = scope_sql(db.dialect, scope)
         removed = _purge_graph_rows(s, nodes, where, params)
     return _report(db, f"graph of {scope.label()}", removed)
+
+
+def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> PurgeReport:
+    """Remove FluxMem node ``node_id`` (in ``scope``) for good: its row with its vector and
+    full text, its edges (of any scope), its graph history and that of its edges, every
+    other graph history event whose snapshot holds one of the texts it ever had (the
+    events themselves go: they cannot be undone after), and the task sessions that show it
+    (its episode's, those whose subgraph holds it, those whose task quotes it). A node
+    already removed (undone) is found by its history. Raises
+    :class:`~lightmem.errors.NotFoundError` when the node is in neither in this scope."""
+    with db.erasing(), db.transaction() as s:
+        removed = _purge_node(s, db, nodes, scope, node_id)
+    return _report(db, f"node {node_id}", removed)
+
+
+def _purge_node(
+    s: Session, db: Database, nodes: _NodeRows, scope: Scope, node_id: str
+) -> dict[str, int]:
+    where, params = scope_sql(db.dialect, scope)
+    row = s.one(
+        f"SELECT text FROM graph_nodes WHERE id = ? AND {where}" + db.row_lock,
+        (node_id, *params),
+    )
+    own = s.all(
+        "SELECT seq, before, after FROM graph_history "
+        f"WHERE target = 'node' AND target_id = ? AND {where}",
+        (node_id, *params),
+    )
+    if row is None and not own:
+        raise NotFoundError(f"node_id: no graph node {node_id!r} in this scope")
+    texts = {str(row[0])} if row is not None else set()
+    for _, *snaps in own:
+        texts |= {str(snap.get("text") or "") for snap in map(_snapshot, snaps)}
+    texts.discard("")  # (an empty text is in every string)
+    nodes.delete(s, node_id)
+    out = {"graph_nodes": 0 if row is None else 1}
+    out["graph_edges"] = _count(
+        s.execute("DELETE FROM graph_edges WHERE src = ? OR dst = ?", (node_id, node_id))
+    )
+    # Edge events name the node in their id ("kind|src|dst"); LIKE narrows, split decides.
+    edge_events = [
+        int(r[0])
+        for r in s.all(
+            "SELECT seq, target_id FROM graph_history WHERE target = 'edge' AND target_id LIKE ?",
+            (f"%{node_id}%",),
+        )
+        if node_id in str(r[1]).split("|")[1:]
+    ]
+    quoting = [
+        int(r[0])
+        for r in s.all("SELECT seq, before, after FROM graph_history ORDER BY seq")
+        if any(_holds(_snapshot(snap), texts) for snap in r[1:])
+    ]
+    seqs = sorted({int(r[0]) for r in own} | set(edge_events) | set(quoting))
+    out["graph_history"] = _delete_in(s, "graph_history", "seq", seqs)
+    sessions = [
+        str(r[0])
+        for r in s.all("SELECT id, episode_id, task, subgraph FROM task_sessions")
+        if session_shows(str(r[1]), json_value(r[3]), node_id)
+        or any(text in str(r[2]) for text in texts)
+    ]
+    out["task_sessions"] = _delete_in(s, "task_sessions", "id", sessions)
+    return out
+
+
+def _snapshot(raw: Any) -> dict[str, Any]:
+    value = json_value(raw) if raw else None
+    return value if isinstance(value, dict) else {}
+
+
+def _holds(value: Any, texts: set[str]) -> bool:
+    """True when a string inside ``value`` (a JSON value) contains one of ``texts``."""
+    if isinstance(value, str):
+        return any(t in value for t in texts)
+    if isinstance(value, dict):
+        return any(_holds(v, texts) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds(v, texts) for v in value)
+    return False
 
 
 def _report(db: Database, target: str, removed: dict[str, int]) -> PurgeReport:
@@ -228,7 +311,7 @@ def _delete_in(
     s: Session,
     table: str,
     column: str,
-    values: Sequence[str],
+    values: Sequence[str] | Sequence[int],
     extra: str = "",
     extra_params: Sequence[Any] = (),
 ) -> int:

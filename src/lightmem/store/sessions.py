@@ -32,6 +32,7 @@ __all__ = [
     "SQLTaskSessions",
     "SessionRow",
     "TaskSessionStore",
+    "session_shows",
     "task_session_steps",
     "task_sessions_table",
 ]
@@ -130,6 +131,10 @@ class TaskSessionStore(Protocol):
 
     def count(self, now: float) -> int:
         """Open (unexpired, unfinished) sessions in the store."""
+
+    def showing(self, node_id: str, scope: Scope, now: float) -> list[str]:
+        """Ids of the open sessions of ``scope`` that show graph node ``node_id``
+        (:func:`session_shows`)."""
 
 
 _COLS = (
@@ -240,10 +245,34 @@ class SQLTaskSessions:
             )
         return [str(r[0]) for r in rows]
 
+    def showing(self, node_id: str, scope: Scope, now: float) -> list[str]:
+        where, params = scope_sql(self.db.dialect, scope)
+        with self.db.read() as s:
+            rows = s.all(
+                f"SELECT id, episode_id, subgraph FROM task_sessions WHERE {_OPEN} AND {where} "
+                "ORDER BY id",
+                (now, *params),
+            )
+        return [str(r[0]) for r in rows if session_shows(str(r[1]), json_value(r[2]), node_id)]
+
     def count(self, now: float) -> int:
         with self.db.read() as s:
             (n,) = s.one(f"SELECT count(*) FROM task_sessions WHERE {_OPEN}", (now,))
         return int(n)
+
+
+def session_shows(episode_id: str, subgraph: Any, node_id: str) -> bool:
+    """True when a session (its episode id, its stored subgraph) shows node ``node_id``:
+    the node is its episode or one of its subgraph's nodes."""
+    if episode_id == node_id:
+        return True
+    refs = subgraph.values() if isinstance(subgraph, dict) else []
+    return any(
+        isinstance(r, list) and r and str(r[0]) == node_id
+        for kind in refs
+        if isinstance(kind, list)
+        for r in kind
+    )
 
 
 def _state(row: SessionRow) -> tuple[Any, ...]:
