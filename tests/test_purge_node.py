@@ -20,6 +20,7 @@ from lightmem import InvalidInputError, LightMemory, NotFoundError
 from lightmem.fluxmem import FluxMemAgent, StepResult
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import TenantPool
+from lightmem.store import purge
 from lightmem.testing.live_server import LiveServer
 
 SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
@@ -49,7 +50,10 @@ def _graph(mem: LightMemory) -> tuple[FluxMemAgent, FluxMemAgent, str, str]:
     return maya, bob, secret, bobs
 
 
-def test_purge_one_node_removes_what_holds_it_in_its_scope_only(memory: LightMemory) -> None:
+def test_purge_one_node_removes_what_holds_it_in_its_scope_only(
+    memory: LightMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(purge, "_CHUNK", 3)  # the history is searched a page at a time
     maya, bob, secret, bobs = _graph(memory)
     left_open = maya.start_task(TASK)
     assert left_open.id is not None

@@ -117,7 +117,7 @@ def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> Pu
     events themselves go: they cannot be undone after), and the task sessions that show it
     (its episode's, those whose subgraph holds it, those whose task quotes it). A node
     already removed (undone) is found by its history. Raises
-    :class:`~lightmem.errors.NotFoundError` when the node is in neither in this scope."""
+    :class:`~lightmem.errors.NotFoundError` when neither is in this scope."""
     with db.erasing(), db.transaction() as s:
         removed = _purge_node(s, db, nodes, scope, node_id)
     return _report(db, f"node {node_id}", removed)
@@ -156,11 +156,7 @@ def _purge_node(
         )
         if node_id in str(r[1]).split("|")[1:]
     ]
-    quoting = [
-        int(r[0])
-        for r in s.all("SELECT seq, before, after FROM graph_history ORDER BY seq")
-        if any(_holds(_snapshot(snap), texts) for snap in r[1:])
-    ]
+    quoting = _events_quoting(s, texts)
     seqs = sorted({int(r[0]) for r in own} | set(edge_events) | set(quoting))
     out["graph_history"] = _delete_in(s, "graph_history", "seq", seqs)
     sessions = [
@@ -171,6 +167,23 @@ def _purge_node(
     ]
     out["task_sessions"] = _delete_in(s, "task_sessions", "id", sessions)
     return out
+
+
+def _events_quoting(s: Session, texts: set[str]) -> list[int]:
+    """The graph history events whose snapshots hold one of ``texts`` (JSON strings are
+    escaped differently per backend, so they are decoded and searched here, a page of
+    events at a time)."""
+    found: list[int] = []
+    last = -1
+    while True:
+        page = s.all(
+            "SELECT seq, before, after FROM graph_history WHERE seq > ? ORDER BY seq LIMIT ?",
+            (last, _CHUNK),
+        )
+        found += [int(r[0]) for r in page if any(_holds(_snapshot(x), texts) for x in r[1:])]
+        if len(page) < _CHUNK:
+            return found
+        last = int(page[-1][0])
 
 
 def _snapshot(raw: Any) -> dict[str, Any]:
