@@ -190,6 +190,53 @@ def _flux_store(backend: str, tmp: str) -> tuple[Any, str | None]:
     return PostgresStore(require_postgres(), schema=schema, pool_size=2), schema
 
 
+def _edges_from(agent: Any) -> list[Any]:
+    """Every edge (of any scope) leaving one of ``agent``'s nodes."""
+    ids = [
+        n.id
+        for k in ("semantic", "episodic", "procedural")
+        for n in agent.graph.nodes(k, agent.scope)
+    ]
+    return agent.graph.edges(src=ids) if ids else []
+
+
+def _edge_keys(edges: list[Any]) -> set[tuple[str, str, str]]:
+    return {(e.kind, e.src, e.dst) for e in edges}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_fluxmem_edges_carry_their_nodes_scope(backend: str, embedder: Any) -> None:
+    """The edges an agent's tasks draw are in its scope: its edge list, counts and history
+    show them, another agent's do not."""
+    from conftest import drop_schema
+    from lightmem.fluxmem import FluxMemAgent, StepResult
+
+    if backend == "postgres":
+        from conftest import require_postgres
+
+        require_postgres()
+    with tempfile.TemporaryDirectory() as tmp:
+        store, schema = _flux_store(backend, tmp)
+        try:
+            agents = [FluxMemAgent.on_store(store, embedder, user_id=u) for u in TENANTS[:2]]
+            for a in agents:
+                a.add_knowledge(f"{a.scope.user_id} keeps the spare key under the blue mat")
+                a.run_task("find the spare key", lambda _c: StepResult("ok", None, True, ("look",)))
+            for me, other in (agents, agents[::-1]):
+                drawn = _edges_from(me)
+                assert {e.kind for e in drawn} >= {"ground", "step"}
+                assert _edge_keys(me.graph.edges(scope=me.scope)) == _edge_keys(drawn)
+                stats = me.stats()
+                assert sum(v for k, v in stats.items() if k.endswith("_edges")) == len(drawn)
+                events = {e["target_id"] for e in me.history(1000) if e["target"] == "edge"}
+                assert events >= {"|".join(k) for k in _edge_keys(drawn)}
+                assert not events & {"|".join(k) for k in _edge_keys(_edges_from(other))}
+        finally:
+            store.close()
+            if schema:
+                drop_schema(schema)
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_fluxmem_scopes(backend: str, embedder: Any) -> None:
     """History, undo, edges and counts of one agent never show or touch another's graph."""
@@ -229,8 +276,11 @@ def test_fluxmem_scopes(backend: str, embedder: Any) -> None:
                     elif op == "undo_other" and other.history(1000):
                         with pytest.raises(NotFoundError):
                             me.undo(other.history(1000)[-1]["seq"])
-                    elif op == "stats":
-                        assert me.stats() == store.graph().graph_counts(me.scope)
+                    elif op == "stats":  # counts agree with what the agent can list
+                        stats, edges = me.stats(), me.graph.edges(scope=me.scope)
+                        assert sum(v for k, v in stats.items() if k.endswith("_edges")) == len(
+                            edges
+                        )
                 for tenant, me in agents.items():
                     mine = me.history(1000)
                     assert not _leaks(tenant, json.dumps(mine))
@@ -243,6 +293,7 @@ def test_fluxmem_scopes(backend: str, embedder: Any) -> None:
                     edges = me.graph.edges(scope=me.scope)
                     ends = me.graph.get_nodes([x for e in edges for x in (e.src, e.dst)])
                     assert all(nd.scope == me.scope for nd in ends.values())
+                    assert _edge_keys(_edges_from(me)) <= _edge_keys(edges)
                     stats = me.stats()
                     assert sum(v for k, v in stats.items() if k.endswith("_edges")) == len(edges)
                     nodes = sum(v for k, v in stats.items() if k.endswith("_nodes"))
