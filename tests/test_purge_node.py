@@ -214,3 +214,21 @@ def test_cli_purge_node(tmp_path: Path) -> None:
     assert NEEDLE not in _file_bytes(db)
     text = cli("--user-id", "maya", "purge", "--node", secret)
     assert text.returncode == 2
+
+
+@pytest.mark.parametrize("how", ["scope", "node"])
+def test_edges_of_other_scopes_pointing_at_a_purged_node_go_too(tmp_path: Path, how: str) -> None:
+    """A skill of Maya's distilled from an episode of the tenant's unscoped agent: the
+    distill edge belongs to the episode's scope, yet it goes with Maya's skill."""
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "x.db")}}) as mem:
+        tenant = FluxMemAgent.on_store(mem.store, mem.embedder)
+        maya = FluxMemAgent.on_store(mem.store, mem.embedder, user_id="maya")
+        done = tenant.run_task(TASK, lambda ctx: StepResult("ok", None, True, ("open",)))
+        skill = maya.add_skill(
+            "open lockers", ["find the locker", "open it"], episodes=[done.episode_id]
+        )
+        assert [e.kind for e in tenant.graph.edges(dst=[skill])] == ["distill"]
+        report = mem.purge(user_id="maya") if how == "scope" else maya.purge(skill)
+        assert report.removed["graph_nodes"] == 1 and report.removed["graph_edges"] == 1
+        assert tenant.graph.edges(dst=[skill]) == tenant.graph.edges(src=[done.episode_id]) == []
+        assert tenant.graph.get_node(done.episode_id) is not None
