@@ -188,7 +188,9 @@ def test_fluxmem_task_session_over_rest(rest: str, keys: KeyRegistry) -> None:
         f"/v1/fluxmem/tasks/{sid}/steps", json={"success": True, "actions": ["ratio"]}
     ).json()
     assert done["outcome"]["success"] and done["outcome"]["repairs"][0]["op"] == "link_prune"
-    assert c.post(f"/v1/fluxmem/tasks/{sid}/steps", json={"success": True}).status_code == 404
+    # A finished session keeps its outcome (a lost answer can be asked again with its step).
+    again = c.post(f"/v1/fluxmem/tasks/{sid}/steps", json={"success": True})
+    assert again.status_code == 422 and "already finished" in again.text
     graph = c.get("/v1/fluxmem/graph").json()
     assert {n["kind"] for n in graph["nodes"]} == {"semantic", "episodic"}
     assert {e["kind"] for e in graph["edges"]} >= {"ground", "step"}
