@@ -185,6 +185,27 @@ def test_one_step_at_a_time_and_a_dead_worker_frees_the_session(
     assert s.outcome is not None and s.outcome.attempts == 2
 
 
+def test_the_cap_holds_when_two_instances_pass_the_first_count_at_once(
+    open_store: Callable[..., MemoryStore],
+    embedder: WordLlamaEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The count before Stage I is only a fast path: the row is inserted under a lock that
+    counts again, so an instance that counted before another inserted is refused, and the
+    episode it opened is recorded as failed."""
+    monkeypatch.setattr(session, "MAX_OPEN_SESSIONS", 1)
+    a, b = _agent(open_store(), embedder), _agent(open_store(), embedder)
+    assert a.start_task("task one").id
+    # b counted while a's session was not yet there.
+    monkeypatch.setattr(b.graph.task_sessions(), "count", lambda now: 0)
+    with pytest.raises(InvalidInputError, match=r"^session: 1 task sessions are open"):
+        b.start_task("task two")
+    (lost,) = [n for n in b.graph.nodes("episodic", Scope()) if n.text == "task two"]
+    assert lost.data["status"] == "done" and lost.data["success"] is False
+    assert lost.data["attempts"][-1]["error"] == "too many open sessions"
+    assert a.graph.task_sessions().count(time.time()) == 1
+
+
 def test_the_cap_counts_sessions_of_every_instance(
     open_store: Callable[..., MemoryStore],
     embedder: WordLlamaEmbedder,
