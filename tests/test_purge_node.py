@@ -166,6 +166,7 @@ def rest(tmp_path: Path) -> Iterator[tuple[httpx.Client, TenantPool]]:
 
 def test_rest_and_mcp_purge_one_node(rest: tuple[httpx.Client, TenantPool]) -> None:
     from fastmcp import Client
+    from fastmcp.exceptions import ToolError
 
     from lightmem.server.mcp import create_mcp
 
@@ -184,7 +185,7 @@ def test_rest_and_mcp_purge_one_node(rest: tuple[httpx.Client, TenantPool]) -> N
 
     async def main() -> None:
         async with Client(create_mcp(lambda: tenant)) as m:
-            with pytest.raises(Exception, match="node_id"):
+            with pytest.raises(ToolError, match="node_id: no graph node"):
                 await m.call_tool("purge_graph", {"node_id": "nope"})
             r = await m.call_tool("purge_graph", {"node_id": mine})
             assert r.structured_content is not None

@@ -198,6 +198,7 @@ def test_rest_steps_are_idempotent_with_their_number(
 
 def test_mcp_record_step_is_idempotent_with_its_number(tmp_path: Path) -> None:
     from fastmcp import Client
+    from fastmcp.exceptions import ToolError
 
     from lightmem.server.mcp import create_mcp
 
@@ -218,7 +219,7 @@ def test_mcp_record_step_is_idempotent_with_its_number(tmp_path: Path) -> None:
             first = (await m.call_tool("record_step", step)).structured_content
             retry = (await m.call_tool("record_step", step)).structured_content
             assert first == retry and first is not None and first["step"] == 1
-            with pytest.raises(Exception, match="step: step 0"):
+            with pytest.raises(ToolError, match="step: step 0"):
                 await m.call_tool("record_step", {**step, "success": True})
             return str(start["session_id"])
 
