@@ -233,3 +233,18 @@ def test_edges_of_other_scopes_pointing_at_a_purged_node_go_too(tmp_path: Path, 
         assert report.removed["graph_nodes"] == 1 and report.removed["graph_edges"] == 1
         assert tenant.graph.edges(dst=[skill]) == tenant.graph.edges(src=[done.episode_id]) == []
         assert tenant.graph.get_node(done.episode_id) is not None
+
+
+def test_purging_the_episode_of_an_open_session_ends_the_session(tmp_path: Path) -> None:
+    path = tmp_path / "episode.db"
+    with FluxMemAgent.open(path, user_id="maya") as maya:
+        maya.add_knowledge(OTHER)
+        s = maya.start_task(f"remember that {SECRET}")
+        assert s.id is not None
+        (episode,) = maya.graph.nodes("episodic", maya.scope)
+        report = maya.purge(episode.id)
+        assert report.removed["graph_nodes"] == 1 and report.removed["task_sessions"] == 1
+        with pytest.raises(NotFoundError, match="session_id"):
+            maya.resume_task(s.id)
+        assert maya.graph.nodes("episodic", maya.scope) == []
+        assert NEEDLE not in _file_bytes(path)

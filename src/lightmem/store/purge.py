@@ -115,7 +115,7 @@ def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> Pu
     full text, its edges (of any scope), its graph history and that of its edges, every
     other graph history event whose snapshot holds one of the texts it ever had (the
     events themselves go: they cannot be undone after), and the task sessions that show it
-    (its episode's, those whose subgraph holds it, those whose task quotes it). A node
+    (its episode's, those whose subgraph holds it; finished ones too). A node
     already removed (undone) is found by its history. Raises
     :class:`~lightmem.errors.NotFoundError` when neither is in this scope."""
     with db.erasing(), db.transaction() as s:
@@ -159,11 +159,11 @@ def _purge_node(
     quoting = _events_quoting(s, texts)
     seqs = sorted({int(r[0]) for r in own} | set(edge_events) | set(quoting))
     out["graph_history"] = _delete_in(s, "graph_history", "seq", seqs)
+    # (A session whose task merely quotes the text keeps it in its own episode node too.)
     sessions = [
         str(r[0])
-        for r in s.all("SELECT id, episode_id, task, subgraph FROM task_sessions")
-        if session_shows(str(r[1]), json_value(r[3]), node_id)
-        or any(text in str(r[2]) for text in texts)
+        for r in s.all("SELECT id, episode_id, subgraph FROM task_sessions")
+        if session_shows(str(r[1]), json_value(r[2]), node_id)
     ]
     out["task_sessions"] = _delete_in(s, "task_sessions", "id", sessions)
     return out
