@@ -233,6 +233,8 @@ def test_edges_of_other_scopes_pointing_at_a_purged_node_go_too(tmp_path: Path, 
         assert report.removed["graph_nodes"] == 1 and report.removed["graph_edges"] == 1
         assert tenant.graph.edges(dst=[skill]) == tenant.graph.edges(src=[done.episode_id]) == []
         assert tenant.graph.get_node(done.episode_id) is not None
+        # No event of the edge is left to draw it again by an undo.
+        assert not [e for e in tenant.history(1000) if skill in e["target_id"]]
 
 
 def test_purging_the_episode_of_an_open_session_ends_the_session(tmp_path: Path) -> None:

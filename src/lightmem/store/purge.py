@@ -147,15 +147,7 @@ def _purge_node(
     out["graph_edges"] = _count(
         s.execute("DELETE FROM graph_edges WHERE src = ? OR dst = ?", (node_id, node_id))
     )
-    # Edge events name the node in their id ("kind|src|dst"); LIKE narrows, split decides.
-    edge_events = [
-        int(r[0])
-        for r in s.all(
-            "SELECT seq, target_id FROM graph_history WHERE target = 'edge' AND target_id LIKE ?",
-            (f"%{node_id}%",),
-        )
-        if node_id in str(r[1]).split("|")[1:]
-    ]
+    edge_events = _edge_events_naming(s, {node_id})
     quoting = _events_quoting(s, texts)
     seqs = sorted({int(r[0]) for r in own} | set(edge_events) | set(quoting))
     out["graph_history"] = _delete_in(s, "graph_history", "seq", seqs)
@@ -167,6 +159,24 @@ def _purge_node(
     ]
     out["task_sessions"] = _delete_in(s, "task_sessions", "id", sessions)
     return out
+
+
+def _edge_events_naming(s: Session, node_ids: set[str]) -> list[int]:
+    """The graph history events of edges from or to one of ``node_ids`` (an edge event's
+    target id is "kind|src|dst"), read a page at a time."""
+    found: list[int] = []
+    last = -1
+    while node_ids:
+        page = s.all(
+            "SELECT seq, target_id FROM graph_history WHERE target = 'edge' AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (last, _CHUNK),
+        )
+        found += [int(r[0]) for r in page if node_ids & set(str(r[1]).split("|")[1:])]
+        if len(page) < _CHUNK:
+            break
+        last = int(page[-1][0])
+    return found
 
 
 def _events_quoting(s: Session, texts: set[str]) -> list[int]:
@@ -288,6 +298,10 @@ def _purge_graph_rows(
     out["graph_edges"] += _delete_in(s, "graph_edges", "src", node_ids)
     out["graph_history"] = _count(s.execute(f"DELETE FROM graph_history WHERE {where}", params))
     out["graph_history"] += _delete_in(s, "graph_history", "target_id", node_ids)
+    # And the events of those edges (undoing one would draw an edge to a purged node).
+    out["graph_history"] += _delete_in(
+        s, "graph_history", "seq", _edge_events_naming(s, set(node_ids))
+    )
     # A session in progress holds its task, attempts and context: it goes with its scope.
     out["task_sessions"] = _count(s.execute(f"DELETE FROM task_sessions WHERE {where}", params))
     return out
