@@ -3,7 +3,8 @@
 Unlike :meth:`~lightmem.store.entries.SQLStore.delete_entry` (restorable, kept in the
 history), a purge removes the rows themselves: entries with their vectors and search-index
 rows, their history, the messages they came from, update-queue rows and, for a scope, the
-FluxMem nodes, edges and graph history of that scope. One FluxMem node goes with its
+FluxMem nodes, edges and graph history of that scope (with other scopes' edges to its nodes
+and their events). One FluxMem node goes with its
 vector and full-text row, its edges, its graph history and the history of its edges, every
 graph history event whose snapshot holds one of its texts, and the task sessions that show
 it (see :func:`purge_node`). The usage ledger holds only counters per (kind, op), never
