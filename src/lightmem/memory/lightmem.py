@@ -406,7 +406,7 @@ class LightMemory:
         """The update pass for just-extracted entries only: each is compared with its
         nearest earlier entries (found by vector search, bounded), never the whole scope."""
         found = self.store.get_entries(list(new_ids))
-        new = [found[i] for i in new_ids if i in found]
+        new = [found[i] for i in new_ids if i in found and found[i].kind == "entry"]
         if not new:
             return UpdateReport(0, (), ())
         vectors = self.embedder.embed([e.search_text for e in new], op="update.online")

@@ -39,7 +39,13 @@ FIRST_PERSON = frozenset(
 )
 _OTHER_PERSON = frozenset(
     """you you're you've you'll you'd your yours yourself he he's his him she she's her hers
-    they they're their them it it's its this that that's these those there there's""".split()
+    they they're their them it it's its that's there there's""".split()
+)
+#: Demonstratives are a subject before a verb ("that looks great"), a determiner before a
+#: noun ("these days I ...", "now that the lease ended") or a conjunction.
+_DEMONSTRATIVES = frozenset("this that these those".split())
+_DEMONSTRATIVE_VERBS = frozenset(
+    "is was looks sounds seems feels must has makes made really would could will".split()
 )
 _INTERJECTIONS = frozenset(
     """hey hi hello wow oh ah aw aww awww yeah yes yep yup no nope ok okay well haha hah lol
@@ -62,7 +68,9 @@ _IRREALIS_PHRASES = (
     "ready to",
 )
 #: Additions: the sentence adds to what held, it does not replace it.
-_ADDITIVE = frozenset("too also another additionally besides".split())
+_ADDITIVE = frozenset("also another additionally besides".split())
+#: "too" adds when it closes a clause ("I have a cat too"), not before a word ("too often").
+_TOO = re.compile(r"\btoo\s*(?:[,.!;]|$)", re.IGNORECASE)
 _ADDITIVE_PHRASES = ("as well",)
 #: Reported speech: someone else's claim.
 _REPORTED = frozenset(
@@ -117,7 +125,7 @@ _CLAUSE_ENDS = frozenset(", ; : ( ) - \u2013 \u2014 and but so because now".spli
 _NOT_HEADS = frozenset(
     """am is are was were be been being have has had do does did 'm 're 've 's a an the
     now just still really also very so pretty currently finally recently lately new old
-    actually totally always usually never not no don't didn't doesn't""".split()
+    actually totally always usually never not no don't didn't doesn't longer more""".split()
 )
 _SUBJECTS = frozenset("i i'm i've i'd i'll we we're we've we'd we'll".split())
 _SUBJECT_PRONOUNS = frozenset("i we he she they i've we've".split())
@@ -161,11 +169,17 @@ def without_vocatives(sentence: str, names: Collection[str]) -> str:
             w.lower() in _INTERJECTIONS or w.lower() in names or w[:1].isupper() for w in words
         )
 
-    while len(parts) > 1 and addressing(parts[0]):
+    # "Leon, my roommate, cooks": a name before an apposition is the subject, not addressed
+    while len(parts) > 1 and addressing(parts[0]) and not _apposition(parts[1]):
         parts.pop(0)
     while len(parts) > 1 and addressing(parts[-1].rstrip(".!?")):
         parts.pop()
     return ", ".join(parts)
+
+
+def _apposition(part: str) -> bool:
+    first = part.split(maxsplit=1)[0].lower() if part.strip() else ""
+    return first in _POSSESSIVES or first in {"the", "a", "an"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +215,9 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
         core,
         subject_of(toks, speaker, names),
         bool(set(toks) & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
-        bool(set(toks) & _ADDITIVE) or _has_phrase(low, _ADDITIVE_PHRASES),
+        bool(set(toks) & _ADDITIVE)
+        or _has_phrase(low, _ADDITIVE_PHRASES)
+        or bool(_TOO.search(core)),
         bool(set(toks) & _REPORTED),
         marks_change(toks),
         narrates_past(toks),
@@ -250,13 +266,16 @@ def heads(toks: list[str], names: Collection[str]) -> tuple[str, ...]:
 def subject_of(toks: list[str], speaker: str, names: Collection[str]) -> str:
     """Who the sentence is about: the first person or known name it mentions first; the
     speaker when it mentions nobody; "" when it is about the listener or a thing."""
-    for t in toks:
+    for k, t in enumerate(toks):
         if t in FIRST_PERSON:
             return SELF
         base = t.removesuffix("'s")
         if base in names and base != speaker:
             return base
-        if t in _OTHER_PERSON:
+        nxt = toks[k + 1] if k + 1 < len(toks) else ""
+        if t in _OTHER_PERSON or (
+            t in _DEMONSTRATIVES and (not nxt or nxt in _DEMONSTRATIVE_VERBS)
+        ):
             return ""
     return SELF
 

@@ -146,7 +146,7 @@ def slots_in(text: str) -> dict[str, str]:
     Days and months are times, not values."""
     out: dict[str, str] = {}
     for sentence in statements.sentences(text):
-        words = re.findall(r"[\w']+", sentence)
+        words = re.findall(r"[\w']+|[,;:()\u2013\u2014]", sentence)  # a comma ends a run
         run: list[str] = []
         before = ""
         for k, t in enumerate([*words, ""]):
@@ -163,7 +163,8 @@ def slots_in(text: str) -> dict[str, str]:
                 run.append(low.removesuffix("'s"))
                 continue
             if run:
-                out.setdefault(" ".join(run), _SLOTS.get(before, before))
+                slot = _SLOTS.get(before, before) if before[:1].isalnum() else ""
+                out.setdefault(" ".join(run), slot)
             run = []
     return out
 
@@ -366,7 +367,7 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
             frozenset(stems(r.text)),
             tuple(words_of(r.text, slots)),
             frozenset(slots),
-            frozenset(slots.values()),
+            frozenset(v for v in slots.values() if v),
             first.lower().strip(",.!") if first[:1].isupper() else "",
         )
 

@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError
+from lightmem.ledger import UsageRecord
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.store.base import MemoryStore, ScoredId
@@ -239,6 +240,8 @@ def run_update(
     if nearest is None:
         nearest = nearest_earlier(store, scope, only)
     _review(store, updater, nearest, state)
+    # the review's work, in the usage ledger beside the model calls (items: pairs compared)
+    embedder.ledger.record(UsageRecord("update", "review", calls=1, items=state.reviewed))
     return UpdateReport(
         state.examined,
         tuple(dict.fromkeys(state.updated)),
