@@ -174,3 +174,10 @@ def test_online_and_offline_decide_alike(tmp_path: Path) -> None:
         at_once = _decisions(mem)
     assert arrived == at_once
     assert {k: v for k, v in at_once.items() if v} == {"t0": "t30", "t10": "t40", "t30": "t50"}
+
+
+def test_a_relative_is_a_subject_of_their_own(detector: Detector) -> None:
+    parents = ("Ana", "My parents still live in Porto.")
+    assert _pairs(detector, [parents, ("Ana", "We moved to Lisbon last month!")]) == []
+    moved = ("Ana", "My parents moved to Lisbon now.")
+    assert _pairs(detector, [parents, moved]) == [("e0", "e1")]

@@ -134,6 +134,15 @@ _NOT_NOW_BEFORE = frozenset(
     time long ago""".split()
 )
 _POSSESSIVES = frozenset("my our his her their".split())
+#: Nouns for people someone has (closed class: kin and social relations): a sentence
+#: about "my <one of these>" is about that person.
+_KIN = frozenset(
+    """mother mom mum father dad parents parent sister sisters brother brothers siblings
+    wife husband partner boyfriend girlfriend fiance fiancee son sons daughter daughters
+    kids kid children child baby friend friends boss roommate roommates flatmate neighbour
+    neighbor neighbours neighbors cousin cousins aunt uncle grandma grandmother grandpa
+    grandfather grandparents family coworker coworkers colleague colleagues""".split()
+)
 _PRESENT = frozenset(
     """am is are i'm it's he's she's we're they're you're have has i've we've do does don't
     doesn't now still currently every usually always""".split()
@@ -187,7 +196,7 @@ class Reading:
     """One sentence as the detector reads it (see the module docstring)."""
 
     text: str
-    #: ``SELF``, another speaker's lower-cased name, or "" (nobody tracked)
+    #: ``SELF``, another speaker's lower-cased name, "my parents" (see :func:`relative`) or ""
     subject: str
     irrealis: bool
     additive: bool
@@ -213,7 +222,7 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     low = " ".join(toks)
     return Reading(
         core,
-        subject_of(toks, speaker, names),
+        relative(core) or subject_of(toks, speaker, names),
         bool(set(toks) & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
         bool(set(toks) & _ADDITIVE)
         or _has_phrase(low, _ADDITIVE_PHRASES)
@@ -261,6 +270,17 @@ def heads(toks: list[str], names: Collection[str]) -> tuple[str, ...]:
                 out.append(w)
                 break
     return tuple(out)
+
+
+def relative(text: str) -> str:
+    """"my parents" when the sentence opens with a possessive and a noun for a person who
+    is not named there ("My parents still live in Galway": about the parents, not the
+    speaker); "" otherwise. Named ("My sister Hana is a pilot"), the name is the
+    speaker's fact (who their sister is)."""
+    words = _WORD.findall(text)
+    if len(words) < 3 or words[0].lower() not in _POSSESSIVES or words[1].lower() not in _KIN:
+        return ""
+    return "" if words[2][:1].isupper() else f"{words[0].lower()} {words[1].lower()}"
 
 
 def subject_of(toks: list[str], speaker: str, names: Collection[str]) -> str:
