@@ -70,6 +70,7 @@ BASE = ("Ana", "I live in Porto with my sister.")
         ("Ana", "I'm thinking of moving to Lisbon now."),  # a plan
         ("Ana", "If the job works out, I'll move to Lisbon."),  # a condition
         ("Ana", "I won't move to Lisbon, I love it here now."),  # a negated future
+        ("Ana", "We never moved to Lisbon last year."),  # a negated change
         ("Ana", "My friend said she moved to Lisbon now."),  # reported speech
         ("Ana", "I also live in Lisbon now, half the week."),  # an addition
         ("Ana", "Since we last talked, I finally visited Lisbon."),  # recency, an event

@@ -29,6 +29,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from lightmem.text import NEGATIONS
+
 SELF = "\x00self"  # the subject "the speaker"; never a name
 
 _WORD = re.compile(r"[\w']+")
@@ -273,7 +275,7 @@ def heads(toks: list[str], names: Collection[str]) -> tuple[str, ...]:
 
 
 def relative(text: str) -> str:
-    """"my parents" when the sentence opens with a possessive and a noun for a person who
+    """ "my parents" when the sentence opens with a possessive and a noun for a person who
     is not named there ("My parents still live in Galway": about the parents, not the
     speaker); "" otherwise. Named ("My sister Hana is a pilot"), the name is the
     speaker's fact (who their sister is)."""
@@ -301,13 +303,18 @@ def subject_of(toks: list[str], speaker: str, names: Collection[str]) -> str:
 
 
 def marks_change(toks: list[str]) -> bool:
-    """Does the sentence mark a change of state (see the module docstring)?"""
-    low = " ".join(toks)
-    if _has_phrase(low, _CHANGE_PHRASES):
-        return True
+    """Does the sentence mark a change of state (see the module docstring)? A change
+    verb or phrase under a negation ("I'm not giving up", "we never moved") marks none."""
+    for phrase in _CHANGE_PHRASES:
+        words = phrase.split()
+        for k in range(len(toks) - len(words) + 1):
+            if toks[k : k + len(words)] == words and not _negated(toks, k):
+                return True
     for k, t in enumerate(toks):
         prev = toks[k - 1] if k else ""
         nxt = toks[k + 1] if k + 1 < len(toks) else ""
+        if _negated(toks, k) and t != "now":
+            continue
         if t in _CHANGE_VERBS and nxt not in _NOT_CHANGE_AFTER.get(t, ()):
             return True
         if t == "now" and prev not in _NOT_NOW_BEFORE and nxt != "and":
@@ -319,6 +326,11 @@ def marks_change(toks: list[str]) -> bool:
         if t == "new" and (prev in _POSSESSIVES or prev.endswith("'s")):
             return True
     return False
+
+
+def _negated(toks: list[str], k: int) -> bool:
+    """A negation among the two words before ``toks[k]``."""
+    return any(t in NEGATIONS or t.endswith("n't") for t in toks[max(0, k - 2) : k])
 
 
 def narrates_past(toks: list[str]) -> bool:
