@@ -240,8 +240,9 @@ def run_update(
     if nearest is None:
         nearest = nearest_earlier(store, scope, only)
     _review(store, updater, nearest, state)
-    # the review's work, in the usage ledger beside the model calls (items: pairs compared)
-    embedder.ledger.record(UsageRecord("update", "review", calls=1, items=state.reviewed))
+    # the review's work in the usage ledger (items: pairs compared); it calls no model, so
+    # it adds no calls to the ledger's totals
+    embedder.ledger.record(UsageRecord("update", "review", calls=0, items=state.reviewed))
     return UpdateReport(
         state.examined,
         tuple(dict.fromkeys(state.updated)),
