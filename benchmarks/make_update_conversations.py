@@ -1,16 +1,21 @@
 """Write ``benchmarks/data/knowledge_updates.json``: multi-session conversations in the
 LoCoMo file format where facts change once or twice, others stay, and a second speaker
-talks about the same kinds of things (distractors).
+talks about the same kinds of things (distractors). With ``--heldout``, write
+``knowledge_updates_heldout.json`` instead: the same design from another family of
+templates (other attributes, other words for a change: "these days", "switched to", "no
+longer", "since I left ...", "now that ..."), other people, fillers and seed, never used
+to tune the detector.
 
 Each question is a LoCoMo QA item (category 4, single-hop) with ``kind``: ``current``
 (with ``stale_evidence``: the turns of values no longer true), ``history`` (an earlier
 value) or ``stable`` (a fact that never changed). Deterministic: the same file every run.
 
-    python benchmarks/make_update_conversations.py
+    python benchmarks/make_update_conversations.py [--heldout]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from dataclasses import dataclass
@@ -19,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).parent / "data" / "knowledge_updates.json"
+HELDOUT = Path(__file__).parent / "data" / "knowledge_updates_heldout.json"
 
 
 @dataclass(frozen=True)
@@ -157,13 +163,125 @@ PEOPLE = [
 ]
 
 
+# -- the held-out family: other attributes, other phrasings of a change ---------------------
+HELDOUT_CHANGING = [
+    Changing(
+        ("My phone is a {v}, it works fine.", "I text everyone from my {v}.",
+         "The camera on my {v} is decent."),
+        ("I switched to a {v} last week.", "These days I use a {v}, the old phone died.",
+         "I no longer use the {o}, I got a {v}."),
+        ("Pixel 7", "iPhone 12", "Galaxy S21", "Moto G", "Nokia 8", "Xperia 5"),
+        ("What phone does {p} use?", "Which phone does {p} have these days?"),
+        ("What phone did {p} use before the {v}?", "Which phone did {p} have before?"),
+    ),
+    Changing(
+        ("I'm a huge {v} fan, never miss a match.", "I watch every {v} game with my dad.",
+         "Supporting {v} is a family thing for me."),
+        ("Since I left home I root for {v} instead.",
+         "I no longer follow {o}, I'm all about {v} these days.",
+         "I switched to supporting {v}, {o} broke my heart too often."),
+        ("Arsenal", "Celtic", "Ajax", "Benfica", "Juventus", "Porto", "Everton"),
+        ("Which team does {p} support?", "Which club is {p} a fan of now?"),
+        ("Which team did {p} support before {v}?", "Which club did {p} follow before?"),
+    ),
+    Changing(
+        ("My flat is in {v}, near the river.", "I rent a room in {v}, it's cheap.",
+         "The cafes in {v} are why I stay."),
+        ("Now that the lease ended, we're in {v}.", "I no longer live in {o}, home is {v} now.",
+         "Since I left {o} I've been renting in {v}."),
+        ("Brixton", "Camden", "Hackney", "Leith", "Clifton", "Jericho", "Ancoats"),
+        ("Which neighbourhood does {p} live in?", "Where is {p}'s home these days?"),
+        ("Where did {p} live before {v}?", "Which neighbourhood was {p}'s home before?"),
+    ),
+    Changing(
+        ("I'm learning {v} on my phone every night.", "My {v} lessons are on Thursdays.",
+         "I practise {v} with a tutor online."),
+        ("I switched to {v}, the {o} lessons were too hard.",
+         "These days I'm studying {v} instead of {o}.",
+         "I no longer study {o}, I'm learning {v} now."),
+        ("Spanish", "Japanese", "Italian", "German", "Turkish", "Dutch"),
+        ("Which language is {p} learning?", "What language does {p} study now?"),
+        ("Which language did {p} learn before {v}?", "What language was {p} studying before?"),
+    ),
+    Changing(
+        ("My roommate {v} is a night owl.", "I share the flat with {v}, my roommate.",
+         "{v}, my roommate, cooks every Sunday."),
+        ("{o} moved out, my new roommate is {v}.", "I no longer live with {o}, {v} took the room.",
+         "Now that {o} is gone, I share the place with {v}."),
+        ("Hugo", "Amir", "Bea", "Kasia", "Dario", "Leon", "Mina"),
+        ("Who is {p}'s roommate?", "Who does {p} share the flat with now?"),
+        ("Who was {p}'s roommate before {v}?", "Who did {p} share the flat with before?"),
+    ),
+]
+
+HELDOUT_STABLE = [
+    Stable(("My parents live in {v}, I visit at Christmas.", "My parents still live in {v}."),
+           ("Galway", "Lyon", "Krakow", "Bergen", "Cork", "Turin"),
+           ("Where do {p}'s parents live?", "In which city do {p}'s parents live?")),
+    Stable(("My cat {v} sleeps all day.", "My cat {v} knocked a glass off the table."),
+           ("Miso", "Tofu", "Luna", "Pickles", "Olive", "Socks"),
+           ("What is the name of {p}'s cat?", "What is {p}'s cat called?")),
+    Stable(("My brother {v} is a dentist.", "My brother {v} fixed my tooth for free."),
+           ("Malik", "Jonah", "Pavel", "Rafael", "Tomas", "Eli"),
+           ("What is the name of {p}'s brother?", "What does {p}'s brother {v} do?")),
+    Stable(("I was born in {v}.", "Back in {v}, where I was born, it rains a lot."),
+           ("Dundee", "Bilbao", "Gdansk", "Utrecht", "Aarhus", "Graz"),
+           ("Where was {p} born?", "Which city is {p} from?")),
+    Stable(("I'm vegetarian, I don't eat {v}.", "No {v} for me, I'm vegetarian."),
+           ("meat", "fish", "chicken", "bacon"),
+           ("What does {p} not eat?", "Which food does {p} avoid?")),
+]
+
+HELDOUT_FILLER = [
+    "Ha, classic.",
+    "What are you up to this weekend?",
+    "I binged a cooking show last night, now I'm hungry.",
+    "It rained all day here, again.",
+    "Did you catch the news this morning?",
+    "I'm trying to read more before bed.",
+    "That is amazing, well done!",
+    "Ugh, sorry, that sounds stressful.",
+    "I finally cleaned out the garage.",
+    "Let's do lunch sometime next week.",
+    "The bus was late three times this week.",
+    "I could sleep for a whole day.",
+    "I baked bread, it came out a bit flat.",
+    "Work is fine, nothing special.",
+    "Go on, what happened next?",
+    "I'm thinking about getting a plant or two.",
+]
+
+HELDOUT_PEOPLE = [
+    ("Ines", "Callum"), ("Rhea", "Owen"), ("Sofia", "Declan"), ("Yuki", "Marta"),
+    ("Nadia", "Finn"), ("Clara", "Obi"), ("Tessa", "Ruben"), ("Amara", "Joel"),
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of templates: what the conversations are made of."""
+
+    changing: list[Changing]
+    stable: list[Stable]
+    filler: list[str]
+    people: list[tuple[str, str]]
+    seed: int
+    out: Path
+
+
+TUNING = Family(CHANGING, STABLE, FILLER, PEOPLE, 13, OUT)
+HELD_OUT = Family(
+    HELDOUT_CHANGING, HELDOUT_STABLE, HELDOUT_FILLER, HELDOUT_PEOPLE, 2026, HELDOUT
+)
+
+
 def _date(d: datetime) -> str:
     hour = d.hour % 12 or 12
     return f"{hour}:{d.minute:02d} {'am' if d.hour < 12 else 'pm'} on {d.day} {d:%B}, {d.year}"
 
 
-def conversation(n: int, rng: random.Random) -> dict[str, Any]:
-    a, b = PEOPLE[n]
+def conversation(n: int, rng: random.Random, family: Family = TUNING) -> dict[str, Any]:
+    a, b = family.people[n]
     sessions: list[list[tuple[str, str]]] = [[] for _ in range(5)]
     qa: list[dict[str, Any]] = []
 
@@ -174,8 +292,8 @@ def conversation(n: int, rng: random.Random) -> dict[str, Any]:
     def dia(pos: tuple[int, int]) -> str:
         return f"D{pos[0] + 1}:{pos[1]}"
 
-    changing = rng.sample(CHANGING, 3)
-    stable = rng.sample(STABLE, 4)
+    changing = rng.sample(family.changing, 3)
+    stable = rng.sample(family.stable, 4)
     plans: list[tuple[Changing, list[str], list[tuple[int, int]]]] = []
     # a: two facts change (one twice), b: one fact of the same kind stays (distractor)
     for k, fact in enumerate(changing[:2]):
@@ -227,7 +345,7 @@ def conversation(n: int, rng: random.Random) -> dict[str, Any]:
     remap: dict[str, str] = {}
     for s, turns in enumerate(sessions):
         out: list[dict[str, str]] = []
-        pool = rng.sample(FILLER, 6)
+        pool = rng.sample(family.filler, 6)
         for i, (speaker, text) in enumerate(turns):
             if out and out[-1]["speaker"] == speaker:
                 out.append({"speaker": b if speaker == a else a, "text": pool.pop()})
@@ -248,11 +366,14 @@ def conversation(n: int, rng: random.Random) -> dict[str, Any]:
 
 
 def main() -> None:
-    rng = random.Random(13)
-    data = [conversation(n, rng) for n in range(len(PEOPLE))]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(json.dumps({"file": str(OUT), "conversations": len(data),
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heldout", action="store_true", help="write the held-out set")
+    family = HELD_OUT if ap.parse_args().heldout else TUNING
+    rng = random.Random(family.seed)
+    data = [conversation(n, rng, family) for n in range(len(family.people))]
+    family.out.parent.mkdir(parents=True, exist_ok=True)
+    family.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps({"file": str(family.out), "conversations": len(data),
                       "questions": sum(len(s["qa"]) for s in data)}))
 
 

@@ -43,10 +43,12 @@ from lightmem.pipeline.summarize import (
 from lightmem.pipeline.update import (
     MAX_KEEP_TOP_N,
     MAX_TOP_K,
+    ONLINE_QUEUE_N,
     OfflineUpdater,
     Updater,
     UpdateReport,
     build_queue,
+    nearest_stored,
     run_update,
 )
 from lightmem.pipeline.update_llm import LLMUpdater
@@ -400,10 +402,19 @@ class LightMemory:
         self._save_usage()
         return report
 
-    def _online_update(self, new_ids: Sequence[str], scope: Scope) -> None:
-        ids, matrix, groups = extracted_vectors(self.store, scope)
-        self.store.save_update_queue(build_queue(ids, matrix, groups, 10, 10))
-        run_update(self.store, self.embedder, self.updater, scope, 0.8, only=new_ids)
+    def _online_update(self, new_ids: Sequence[str], scope: Scope) -> UpdateReport:
+        """The update pass for just-extracted entries only: each is compared with its
+        nearest earlier entries (found by vector search, bounded), never the whole scope."""
+        found = self.store.get_entries(list(new_ids))
+        new = [found[i] for i in new_ids if i in found and found[i].kind == "entry"]
+        if not new:
+            return UpdateReport(0, (), ())
+        vectors = self.embedder.embed([e.search_text for e in new], op="update.online")
+        near = nearest_stored(self.store, new, vectors)
+        self.store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items()})
+        return run_update(
+            self.store, self.embedder, self.updater, scope, 0.8, only=new_ids, nearest=near
+        )
 
     @serialised
     def summarize(

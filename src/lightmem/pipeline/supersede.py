@@ -1,56 +1,78 @@
 """The model-free update detector: does a newer memory replace an earlier one?
 
-A newer entry supersedes an earlier one when both are statements (not questions) about the
-same subject (the same speaker talking about themselves, or the same named person), they
-speak of the same thing, and they give it different values. Either the newer one marks a
-change in the words any conversation uses for one ("now", "moved", "no longer",
-"switched", "anymore") and its words match the earlier one's (each word to its closest
-counterpart, by the embedder's word vectors: "live"/"moved", "job"/"work", a value named
-again when it is given up), or the two share most of their words and differ in the rest
-("my favourite band is X" / "my favourite band is Y"). Nothing here lists attributes.
+Each newer entry is compared with a bounded set of candidates: its most similar earlier
+entries of the same scope (:func:`lightmem.pipeline.update.nearest_earlier`), so the
+work per entry does not grow with the scope. How a sentence is read (its subject, plans,
+additions, reported speech, change markers, events vs states) is
+:mod:`lightmem.pipeline.statements`. A newer entry supersedes an earlier one when:
 
-The earlier entry is never deleted: it is marked ``superseded_by`` the newer one from the
-newer one's time, which :mod:`lightmem.pipeline.validity` uses to rank and label it.
+- the earlier one holds one value: a single asserted sentence (not a question, plan or
+  guess) about a tracked subject, stating something that holds, not narrating an event
+  ("I grew up in Ohio" is never replaced);
+- the newer one asserts, of the same subject, either a **marked change** (a sentence
+  with a change marker, not an addition or a plan) tied to what the earlier one said:
+  it names the earlier value again while giving another ("I left Mass General, I'm at
+  Kaiser now"), or repeats its predicate with another value ("I'm studying biology now"
+  after "I study accounting"), or gives another named value for words that match the
+  earlier one's (each word to its closest counterpart by the embedder's word vectors:
+  "moved to Denver" after "I live in Boston"); or the **same statement with another
+  value** (no marker needed: "my favourite band is Muse" / "... is Blur": most words
+  shared and exactly the value words differ);
+- the newer one says something new (a repeat is not a change).
+
+Newer entries are decided oldest first, each against earlier entries not yet replaced,
+so a value changed twice is a chain (the second change supersedes the first), and the
+same decisions come out whether entries are reviewed all at once (offline) or as they
+arrive (online). A change supersedes its best match and every other match stating the
+same named value ("I live in Boston", "our flat in Boston is tiny" -> "we moved to
+Denver"). Nothing here lists attributes. The earlier entry is never deleted: it is
+marked ``superseded_by`` the newer one, which :mod:`lightmem.pipeline.validity` ranks and
+labels.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from lightmem.pipeline import statements
+from lightmem.pipeline.statements import SELF, Reading
 from lightmem.text import NEGATIONS, STOPWORDS, content_terms
 from lightmem.types import MemoryEntry
 
-#: Words that mark a statement as a change of something said before (general language of
-#: change, not of any attribute). The markers say only that something changed; the verbs
-#: also say what kind of change, so they take part in matching statements.
-CHANGE_MARKERS: frozenset[str] = frozenset(
-    "now anymore longer new newly recently lately nowadays instead finally since".split()
-)
-CHANGE_VERBS: frozenset[str] = frozenset(
-    """moved move moving relocated switched switch changed change started start quit left
-    leaving became become becoming transferred replaced gave giving stopped stop dropped""".split()
-)
-CHANGE_WORDS = CHANGE_MARKERS | CHANGE_VERBS
-CHANGE_PHRASES = ("these days", "used to", "any more", "no more", "not anymore", "from now on")
-
-_FIRST_PERSON = frozenset(
-    "i i'm i've i'll i'd me my mine myself we we're we've us our ours".split()
-)
-_PRESENT = frozenset(
-    "am is are i'm it's he's she's we're they're you're have has i've we've do does don't "
-    "doesn't now still currently every usually always".split()
-)
-_PAST = frozenset(
-    "was were did had grew went got came took saw made gave told felt met won ran bought "
-    "sold found knew thought said wrote born spent lost".split()
-)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _STEM = re.compile(r"(?:ing|ed|es|s)$")
+#: Words that only mark a change: left out of the words two statements are matched on.
+_MARKERS = frozenset("now anymore longer new instead nowadays used".split())
+#: Change verbs say what kind of change it was ("moved" is close to "live"), so they take
+#: part in the word match, but not in the stems that tell a repeat from a new value.
+_VERBS = frozenset(
+    """moved relocated switched changed quit left became transferred replaced dropped sold
+    traded cancelled canceled stopped started gave given giving broke split rid took""".split()
+)
+
+#: Deictic time words ("last month", "yesterday"): when, not what, a statement says.
+_TIME = frozenset(
+    """last next ago yesterday today tonight tomorrow week weeks month months year years day
+    days weekend morning evening night""".split()
+)
+_CALENDAR = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april
+    may june july august september october november december""".split()
+)
+#: Common modifiers between a case word and a name ("an old Honda", "my dear Hana").
+_MODIFIERS = frozenset(
+    "old new little big dear beloved own first second current former favourite favorite".split()
+)
+#: Prepositions and determiners by the case role they give the value after them.
+_SLOTS = {
+    **dict.fromkeys("in to into from near around".split(), "place"),
+    **dict.fromkeys("at for of".split(), "organisation"),
+    **dict.fromkeys("a an the my our his her their".split(), "thing"),
+}
 
 #: Embeds words for similarity: ``texts -> unit vectors`` (one row each).
 EmbedTexts = Callable[[Sequence[str]], npt.NDArray[np.float32]]
@@ -58,12 +80,14 @@ EmbedTexts = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 
 @dataclass(frozen=True, slots=True)
 class DetectorRules:
-    """``cue_similarity``: least word match (see :func:`word_match`) for a newer statement
-    that marks a change; ``frame_overlap``: for one without a change word, the least share
-    of shared words (Jaccard of stems) for "same thing, other value"."""
+    """``cue_similarity``: least word match (see :func:`word_match`) between an earlier
+    statement and a marked change giving another named value; ``frame_overlap``: for a
+    change without a marker, the least share of shared words (Jaccard of stems);
+    ``frame_diff``: the most words either side may differ by in that case (the value)."""
 
-    cue_similarity: float = 0.1
+    cue_similarity: float = 0.05
     frame_overlap: float = 0.5
+    frame_diff: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,75 +102,70 @@ class Supersession:
         return f"superseded by {self.new.id} ({self.why}, similarity {self.similarity:.2f})"
 
 
+@dataclass(frozen=True, slots=True)
+class Review:
+    """The supersessions found and how many (newer, earlier) pairs were examined."""
+
+    found: tuple[Supersession, ...]
+    pairs: int
+
+
 def assertion(text: str) -> str:
     """The statements of a text: its sentences that are not questions."""
-    parts = [p.strip() for p in _SENTENCE.findall(text)]
-    return " ".join(p for p in parts if p and not p.endswith("?"))
+    return " ".join(s for s in statements.sentences(text) if not s.endswith("?"))
 
 
 def stems(text: str) -> set[str]:
-    """Content words, crudely stemmed, without change words (they mark, not describe)."""
+    """Content words, crudely stemmed, without change markers and negations."""
     out = set()
     for w in content_terms(text):
-        if w in CHANGE_WORDS or w in NEGATIONS or w in STOPWORDS:
+        if w in _MARKERS or w in _VERBS or w in NEGATIONS or w in STOPWORDS:
             continue
-        out.add(_STEM.sub("", w) if len(w) > 4 else w)
+        out.add(_STEM.sub("", w).removesuffix("e") if len(w) > 4 else w.removesuffix("e"))
     return out
-
-
-def narrates_past(text: str) -> bool:
-    """Told in the past tense with nothing in the present ("I grew up in Ohio", "we went
-    hiking"): an event, which no later value replaces."""
-    tokens = [t.lower() for t in re.findall(r"[\w']+", text)]
-    if any(t in _PRESENT for t in tokens):
-        return False
-    return any(t in _PAST or (len(t) > 4 and t.endswith("ed")) for t in tokens)
-
-
-def marks_change(text: str) -> bool:
-    low = text.lower()
-    return bool(set(content_terms(low)) & CHANGE_WORDS) or any(p in low for p in CHANGE_PHRASES)
-
-
-def subjects(entry: MemoryEntry, names: Sequence[str]) -> set[str]:
-    """Who a statement is about: its speaker when it speaks of themselves, and every known
-    person (a speaker of the scope) it names; its speaker when it names nobody."""
-    text = assertion(entry.original_text)
-    tokens = set(re.findall(r"[\w']+", text.lower()))
-    own = entry.speaker.lower()
-    found = {n for n in names if n and n != own and n in tokens}
-    if tokens & _FIRST_PERSON or not found:
-        found.add(own)
-    return found
 
 
 def words_of(text: str, names: Collection[str] = ()) -> list[str]:
     """The words matched between statements: content words without change markers,
     negations, stopwords and the words of ``names`` (values differ, the frame matches)."""
-    named = {w for n in names for w in n.split()}
-    return [
-        w
-        for w in content_terms(text)
-        if w not in NEGATIONS and w not in STOPWORDS and w not in CHANGE_MARKERS and w not in named
-    ]
+    skip = {w for n in names for w in n.split()} | NEGATIONS | STOPWORDS | _MARKERS | _TIME
+    return [w for w in content_terms(text) if w not in skip]
 
 
 def names_in(text: str) -> set[str]:
     """Runs of capitalised words not opening a sentence (names, places, brands: "Denver
     Health" is one) and numbers, lower-cased: the values a statement names."""
-    out = set()
-    for sentence in _SENTENCE.findall(text):
+    return set(slots_in(text))
+
+
+def slots_in(text: str) -> dict[str, str]:
+    """Each value :func:`names_in` finds, with the slot it fills: the case role its
+    preposition gives it (a place "in", "to", "from" it; an organisation "at", "for",
+    "of" it; a thing "a", "my" it) or else the word before it ("my sister Hana": sister,
+    "dating Theo": dating). A changed value fills the slot the earlier value filled.
+    Days and months are times, not values."""
+    out: dict[str, str] = {}
+    for sentence in statements.sentences(text):
+        words = re.findall(r"[\w']+|[,;:()\u2013\u2014]", sentence)  # a comma ends a run
         run: list[str] = []
-        for k, t in enumerate(re.findall(r"[\w']+", sentence)):
-            named = t.isdigit() or (k > 0 and t[0].isupper() and t.lower() not in _FIRST_PERSON)
-            if named:
-                run.append(t.lower())
+        before = ""
+        for k, t in enumerate([*words, ""]):
+            low = t.lower()
+            named = t.isdigit() or (
+                k > 0 and t[:1].isupper() and low not in statements.FIRST_PERSON
+            )
+            if named and low not in _CALENDAR:
+                if not run:  # the case word, past modifiers ("an old Honda": an)
+                    j = k - 1
+                    while j > 0 and words[j].lower() in _MODIFIERS:
+                        j -= 1
+                    before = words[j].lower() if k else ""
+                run.append(low.removesuffix("'s"))
                 continue
             if run:
-                out.add(" ".join(run))
+                slot = _SLOTS.get(before, before) if before[:1].isalnum() else ""
+                out.setdefault(" ".join(run), slot)
             run = []
-        if run:
-            out.add(" ".join(run))
     return out
 
 
@@ -160,23 +179,39 @@ def word_match(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class _Facts:
-    """What the detector needs of one entry, computed once."""
+class _Said:
+    """One statement of an entry as the detector compares it."""
 
-    entry: MemoryEntry
-    text: str
+    reading: Reading
+    subject: str  # the speaker's or a named person's lower-cased name
     stems: frozenset[str]
     words: tuple[str, ...]
     names: frozenset[str]
-    subjects: frozenset[str]
-    cue: bool
-    #: it states one value that holds until changed: one sentence, not a past event (a
-    #: turn saying several things is not replaced whole for a change of one of them)
-    holds: bool
+    slots: frozenset[str]  # the slots its named values fill (see :func:`slots_in`)
+    #: its capitalised first word, lower-cased: a name when the other statement names it
+    #: ("Omar and I split up" after "I'm dating Omar")
+    initial: str = ""
+
+    def named(self, other: _Said) -> frozenset[str]:
+        """Its values, with its first word when ``other`` names that word."""
+        return self.names | ({self.initial} & other.names)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the detector needs of one entry."""
+
+    entry: MemoryEntry
+    #: the one value it holds (as an earlier entry), if any
+    holds: _Said | None
+    #: the change it marks (as a newer entry), if any
+    change: _Said | None
+    #: the single state it asserts without a marker (as a newer entry), if any
+    state: _Said | None
 
 
 class Detector:
-    """Finds, for each newer entry, the earlier entry (if any) it supersedes."""
+    """Decides, for each newer entry, which earlier candidates it supersedes."""
 
     def __init__(self, embed: EmbedTexts | None, rules: DetectorRules | None = None) -> None:
         self.embed = embed
@@ -185,105 +220,207 @@ class Detector:
     def detect(
         self, entries: Sequence[MemoryEntry], only: Collection[str] | None = None
     ) -> list[Supersession]:
-        """``entries`` oldest first (one or more scopes); for each newer one (of ``only``
-        when given), the earlier entry of its scope it supersedes, if any. A value changed
-        twice is a chain: the second change supersedes the first, not the original."""
-        names = sorted({e.speaker.lower() for e in entries if e.speaker})
-        facts = [self._facts(e, names) for e in entries if e.kind == "entry"]
-        facts = [f for f in facts if f.text]
-        if len(facts) < 2:
-            return []
-        vectors = self._word_vectors(facts)
+        """``entries`` oldest first; every earlier entry is a candidate of every newer one
+        (of ``only`` when given). For small sets and tests; the update pass bounds the
+        candidates with :meth:`review`."""
+        facts = [e for e in entries if e.kind == "entry"]
+        news = [e for e in facts if only is None or e.id in only]
+        cands = {e.id: facts[: facts.index(e)] for e in news}
+        return list(self.review(news, cands).found)
+
+    def review(
+        self,
+        newer: Sequence[MemoryEntry],
+        candidates: Mapping[str, Sequence[MemoryEntry]],
+    ) -> Review:
+        """``newer`` oldest first, each with its earlier ``candidates`` (by id); decided in
+        that order, an entry superseded by one decision is no candidate of the next."""
+        replaced: set[str] = set()
         found: list[Supersession] = []
-        for j, new in enumerate(facts):
-            if only is not None and new.entry.id not in only:
+        pairs = 0
+        vectors: dict[str, npt.NDArray[np.float32]] = {}
+        for new in newer:
+            cands = [c for c in candidates.get(new.id, ()) if c.kind == "entry" and c.id != new.id]
+            pairs += len(cands)
+            live = [c for c in cands if not c.superseded_by and c.id not in replaced]
+            if not live:
                 continue
-            found += [
-                hit
-                for old in facts[:j]
-                if not old.entry.superseded_by
-                and (hit := self._judge(old, new, vectors)) is not None
-            ]
-        # The strongest matches first, each earlier entry replaced once and each newer one
-        # replacing one: a value changed twice pairs each change with its own predecessor.
-        out: list[Supersession] = []
-        olds: set[str] = set()
-        news: set[str] = set()
-        for hit in sorted(found, key=lambda h: -h.similarity):
-            if hit.old.id not in olds and hit.new.id not in news:
-                olds.add(hit.old.id)
-                news.add(hit.new.id)
-                out.append(hit)
-        return out
+            # who counts as a named person: the speakers of this comparison only, so the
+            # decision depends on the candidates, not on the rest of the scope
+            names = {e.speaker.lower() for e in (new, *live) if e.speaker}
+            facts = {e.id: _facts(e, names) for e in (new, *live)}
+            n = facts[new.id]
+            if n.change is None and n.state is None:
+                continue
+            self._vectors(list(facts.values()), vectors)
+            hits = [h for c in live if (h := self._judge(facts[c.id], n, vectors))]
+            said = n.change or n.state
+            for hit in _chosen(hits, facts, said) if said is not None else ():
+                replaced.add(hit.old.id)
+                found.append(hit)
+        return Review(tuple(found), pairs)
 
-    def _facts(self, e: MemoryEntry, names: Sequence[str]) -> _Facts:
-        whole = assertion(e.original_text)
-        sentences = [x.strip() for x in _SENTENCE.findall(whole) if x.strip()]
-        # a turn that marks a change is matched on the sentence that does
-        changing = [x for x in sentences if marks_change(x)]
-        text = changing[0] if changing else whole
-        cue = bool(changing)
-        named = frozenset(names_in(text) - set(names))  # a speaker addressed is no value
-        return _Facts(
-            e,
-            text,
-            frozenset(stems(text)),
-            tuple(words_of(text, named)),
-            named,
-            frozenset(subjects(e, names)),
-            cue,
-            len(sentences) == 1 and (cue or not narrates_past(text)),
+    def _vectors(self, facts: Sequence[_Facts], cache: dict[str, npt.NDArray[np.float32]]) -> None:
+        """Word vectors of every word the facts compare, embedded once per review."""
+        if self.embed is None:
+            return
+        vocab = sorted(
+            {
+                w
+                for f in facts
+                for said in (f.holds, f.change)
+                if said is not None
+                for w in said.words
+                if w not in cache
+            }
         )
+        if vocab:
+            cache.update(zip(vocab, self.embed(vocab), strict=True))
 
-    def _word_vectors(self, facts: Sequence[_Facts]) -> dict[str, npt.NDArray[np.float32]]:
-        """Each statement's word vectors (one row per word), by entry id; {} without an
-        embedder."""
-        vocab = sorted({w for f in facts for w in f.words})
-        if self.embed is None or not vocab:
-            return {}
-        rows = dict(zip(vocab, self.embed(vocab), strict=True))
-        dim = len(next(iter(rows.values())))
-        return {
-            f.entry.id: np.array([rows[w] for w in f.words], dtype=np.float32).reshape(-1, dim)
-            for f in facts
-        }
-
-    def _match(
-        self, old: _Facts, new: _Facts, vectors: dict[str, npt.NDArray[np.float32]]
-    ) -> float:
-        if not vectors:
+    def _match(self, old: _Said, new: _Said, vectors: dict[str, npt.NDArray[np.float32]]) -> float:
+        if not vectors or not old.words or not new.words:
             return len(old.stems & new.stems) / max(1, len(old.stems | new.stems))
-        return word_match(vectors[old.entry.id], vectors[new.entry.id])
+        a = np.array([vectors[w] for w in old.words], dtype=np.float32)
+        b = np.array([vectors[w] for w in new.words], dtype=np.float32)
+        return word_match(a, b)
 
     def _judge(
-        self, old: _Facts, new: _Facts, vectors: dict[str, npt.NDArray[np.float32]]
+        self, old_f: _Facts, new_f: _Facts, vectors: dict[str, npt.NDArray[np.float32]]
     ) -> Supersession | None:
-        o, n = old.entry, new.entry
-        if not old.holds or not old.stems - new.stems or not old.subjects & new.subjects:
+        o, n, old = old_f.entry, new_f.entry, old_f.holds
+        if old is None or o.scope != n.scope or not _earlier(o, n):
             return None
-        if o.scope != n.scope or not _earlier(o, n):
-            return None
-        novel = new.names - old.names if new.names else new.stems - old.stems
-        if not novel:
-            return None  # nothing new: a repeat, not a change
-        if new.cue:
-            if old.names & new.names and new.names - old.names:
+        new = new_f.change
+        if new is not None and new.subject == old.subject:
+            return self._marked(old_f, new_f, old, new, vectors)
+        state = new_f.state
+        if state is not None and state.subject == old.subject:
+            return self._restated(old_f, new_f, old, state)
+        return None
+
+    def _marked(
+        self,
+        old_f: _Facts,
+        new_f: _Facts,
+        old: _Said,
+        new: _Said,
+        vectors: dict[str, npt.NDArray[np.float32]],
+    ) -> Supersession | None:
+        o, n = old_f.entry, new_f.entry
+        if not old.stems - new.stems:
+            return None  # it says nothing the change could replace
+        old_names, new_names = old.named(new), new.named(old)
+        if new_names:
+            if not _other(new_names, old_names):
+                return None  # nothing new: a repeat, not a change
+            if _other(new_names, _other(new_names, old_names)):
                 return Supersession(o, n, 1.0, "old value named in a marked change")
-            # a named value replaces a named value; an unnamed one names the old one again
-            linked = bool(old.names) if new.names else bool(old.stems & new.stems)
-            sim = self._match(old, new, vectors) if linked else 0.0
-            if linked and sim >= self.rules.cue_similarity:
-                return Supersession(o, n, sim, "marked change")
+            if not old.slots & new.slots:
+                return None  # a named value replaces a named value in the same slot
+            sim = self._match(old, new, vectors)
+            if sim >= self.rules.cue_similarity:
+                return Supersession(o, n, sim, "marked change, other named value")
+            return None
+        # unnamed values: the change ends the earlier value ("gave up tennis") or says
+        # something else of the earlier predicate ("I'm studying biology now")
+        if not new.stems - old.stems:
+            return None
+        ends = stems(" ".join(new.reading.ended)) & old.stems
+        same_head = stems(" ".join(new.reading.heads)) & stems(" ".join(old.reading.heads))
+        if not ends and not same_head:
+            return None
+        sim = self._match(old, new, vectors)
+        if sim >= self.rules.cue_similarity:
+            return Supersession(o, n, sim, "marked change")
+        return None
+
+    def _restated(
+        self, old_f: _Facts, new_f: _Facts, old: _Said, new: _Said
+    ) -> Supersession | None:
+        """The same statement with another value: most stems shared, a few differing on
+        each side (the value), and named values differing when either names one."""
+        gone, added = old.stems - new.stems, new.stems - old.stems
+        if not gone or not added or max(len(gone), len(added)) > self.rules.frame_diff:
+            return None
+        if (old.names or new.names) and not (new.names - old.names and old.names - new.names):
             return None
         overlap = len(old.stems & new.stems) / len(old.stems | new.stems)
-        if overlap >= self.rules.frame_overlap:
-            return Supersession(o, n, overlap, "same statement, other value")
-        return None
+        if overlap < self.rules.frame_overlap:
+            return None
+        return Supersession(old_f.entry, new_f.entry, overlap, "same statement, other value")
+
+
+def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
+    speaker = e.speaker.lower()
+    readings = [
+        statements.read(s, speaker, names)
+        for s in statements.sentences(e.original_text)
+        if not s.endswith("?")
+    ]
+
+    def said(r: Reading) -> _Said:
+        slots = {v: sl for v, sl in slots_in(r.text).items() if v not in names}  # no speaker
+        first = r.text.split(maxsplit=1)[0] if r.text.strip() else ""
+        return _Said(
+            r,
+            speaker if r.subject == SELF else r.subject,
+            frozenset(stems(r.text)),
+            tuple(words_of(r.text, slots)),
+            frozenset(slots),
+            frozenset(v for v in slots.values() if v),
+            first.lower().strip(",.!") if first[:1].isupper() else "",
+        )
+
+    one = readings[0] if len(readings) == 1 and readings[0].asserts else None
+    holds = one if one is not None and (one.change or not one.past_event) else None
+    change = next((r for r in readings if r.asserts and r.change and not r.additive), None)
+    state = one if one is not None and not one.past_event and not one.additive else None
+    return _Facts(
+        e,
+        said(holds) if holds else None,
+        said(change) if change else None,
+        said(state) if state and not change else None,
+    )
+
+
+def _other(names: frozenset[str], known: frozenset[str]) -> frozenset[str]:
+    """The ``names`` that are none of ``known``: sharing no word with any ("the Subaru"
+    is the "Subaru Outback")."""
+    words = {w for n in known for w in n.split()}
+    return frozenset(n for n in names if not set(n.split()) & words)
+
+
+def _chosen(
+    hits: Sequence[Supersession], facts: Mapping[str, _Facts], new: _Said
+) -> list[Supersession]:
+    """The best hit (the latest earlier entry among equals: the chain's end), and the
+    other hits stating the same value as it: a named value it held, or what the change
+    says ended ("no more kayaking" ends every "I play kayaking")."""
+    if not hits:
+        return []
+    best = max(hits, key=lambda h: (h.similarity, _order(h.old)))
+    held = facts[best.old.id].holds
+    if held is None:
+        return [best]
+    value = held.named(new) or (held.stems & stems(" ".join(new.reading.ended)))
+    out = [best]
+    for h in hits:
+        other = facts[h.old.id].holds
+        if h is best or other is None:
+            continue
+        theirs = other.named(new) if held.named(new) else other.stems
+        if theirs - _other(theirs, value):
+            out.append(h)
+    return out
+
+
+def _order(e: MemoryEntry) -> float:
+    return e.timestamp.timestamp() if e.timestamp is not None else 0.0
 
 
 def _earlier(old: MemoryEntry, newer: MemoryEntry) -> bool:
-    """Said before by time when both have one; at the same time, the queue's insertion
-    order (candidates are always stored earlier) decides."""
+    """Said before by time when both have one; at the same time, the candidates' order
+    (candidates are always stored earlier) decides."""
     if old.timestamp is not None and newer.timestamp is not None:
         return old.timestamp <= newer.timestamp
     return True

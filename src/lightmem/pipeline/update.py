@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -12,8 +12,11 @@ import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError
+from lightmem.ledger import UsageRecord
+from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.store.base import MemoryStore, ScoredId
+from lightmem.store.provisional import is_provisional
 from lightmem.text import content_terms
 from lightmem.types import Filters, MemoryEntry, Scope
 
@@ -53,17 +56,22 @@ class Updater(Protocol):
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
 
-    def review(
-        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
-    ) -> list[UpdateAction]:
-        """Supersessions found over all ``entries()`` of a scope (oldest first), for the
-        newer ones in ``only`` when given; [] for an updater that decides per pair."""
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        """Supersessions among ``items`` (newer entries oldest first, each with its nearest
+        earlier entries, see :func:`nearest_earlier`); [] for an updater that decides
+        supersessions in :meth:`decide`."""
 
 
 #: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
 #: so its size (and the update work it causes) grows linearly with the number of entries.
 MAX_TOP_K = 100
 MAX_KEEP_TOP_N = 100
+#: Earlier entries the supersession review compares each newer entry with (its nearest by
+#: cosine in the same scope): the review's work per entry is bounded by this, offline and
+#: online alike, whatever the size of the scope.
+REVIEW_K = 24
+#: Candidates kept in the update queue for an entry the online update stores.
+ONLINE_QUEUE_N = 10
 
 
 def build_queue(
@@ -133,13 +141,11 @@ class OfflineUpdater:
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         return [a for item in items for a in self._dedupe(item)]
 
-    def review(
-        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
-    ) -> list[UpdateAction]:
-        return [
-            UpdateAction("supersede", found.old.id, found.reason, by=found.new.id)
-            for found in self.detector.detect(entries(), only)
-        ]
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        found = self.detector.review(
+            [it.newer for it in items], {it.newer.id: [e for e, _ in it.candidates] for it in items}
+        ).found
+        return [UpdateAction("supersede", f.old.id, f.reason, by=f.new.id) for f in found]
 
     def _dedupe(self, item: UpdateItem) -> list[UpdateAction]:
         newer = item.newer
@@ -185,11 +191,15 @@ class UpdateReport:
     rejected: int = 0
     pairs: int = 0
     superseded: tuple[str, ...] = ()
+    #: (newer, earlier) pairs the supersession review compared: at most ``REVIEW_K`` per
+    #: newer entry reviewed
+    reviewed: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
             "examined": self.examined,
             "pairs": self.pairs,
+            "reviewed": self.reviewed,
             "updated": list(self.updated),
             "deleted": list(self.deleted),
             "superseded": list(self.superseded),
@@ -204,10 +214,13 @@ def run_update(
     scope: Scope,
     score_threshold: float,
     only: Sequence[str] | None = None,
+    nearest: Mapping[str, Sequence[ScoredId]] | None = None,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
     ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
-    An action may only touch an entry of its own batch; others are refused and counted."""
+    An action may only touch an entry of its own batch; others are refused and counted.
+    Then review supersessions of those entries against their ``nearest`` earlier entries
+    (by id, oldest first; computed over the scope when not given)."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
     state = _UpdateState()
@@ -224,7 +237,12 @@ def run_update(
             batch, pairs = [], 0
     if batch:
         _apply(store, embedder, updater, batch, state)
-    _review(store, updater, scope, only, state)
+    if nearest is None:
+        nearest = nearest_earlier(store, scope, only)
+    _review(store, updater, nearest, state)
+    # the review's work in the usage ledger (items: pairs compared); it calls no model, so
+    # it adds no calls to the ledger's totals
+    embedder.ledger.record(UsageRecord("update", "review", calls=0, items=state.reviewed))
     return UpdateReport(
         state.examined,
         tuple(dict.fromkeys(state.updated)),
@@ -232,6 +250,7 @@ def run_update(
         state.rejected,
         state.pairs,
         tuple(state.superseded),
+        state.reviewed,
     )
 
 
@@ -240,6 +259,7 @@ class _UpdateState:
     examined: int = 0
     pairs: int = 0
     rejected: int = 0
+    reviewed: int = 0
     updated: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
@@ -308,19 +328,22 @@ def _apply(
 def _review(
     store: MemoryStore,
     updater: Updater,
-    scope: Scope,
-    only: Sequence[str] | None,
+    nearest: Mapping[str, Sequence[ScoredId]],
     state: _UpdateState,
 ) -> None:
-    """The updater's supersessions over the scope's entries (all of them are its batch)."""
-    known: dict[str, MemoryEntry] = {}
-
-    def entries() -> list[MemoryEntry]:
-        found = scope_entries(store, scope)
-        known.update((e.id, e) for e in found)
-        return [e for e in found if e.id not in state.deleted]
-
-    for action in updater.review(entries, set(only) if only is not None else None):
+    """The updater's supersessions of the ``nearest`` map's newer entries (oldest first)
+    against their earlier candidates; entries deleted by this pass take no part."""
+    wanted = [i for i in nearest if i not in state.deleted]
+    wanted += [c for i in wanted for c, _ in nearest[i] if c not in state.deleted]
+    known = store.get_entries(list(dict.fromkeys(wanted)))
+    items = []
+    for eid, cands in nearest.items():
+        newer = known.get(eid)
+        pairs = tuple((known[c], sc) for c, sc in cands if c in known)
+        if newer is not None and pairs:
+            items.append(UpdateItem(newer, pairs))
+    state.reviewed += sum(len(it.candidates) for it in items)
+    for action in updater.review(items):
         old = known.get(action.target_id)
         if action.op != "supersede" or old is None:
             state.rejected += 1
@@ -329,6 +352,41 @@ def _review(
             )
             continue
         _supersede(store, old, known.get(action.by), action, state)
+
+
+def nearest_earlier(
+    store: MemoryStore, scope: Scope, only: Sequence[str] | None = None, k: int = REVIEW_K
+) -> dict[str, list[ScoredId]]:
+    """For each extracted entry of ``scope`` (or of ``only``), in insertion order, its
+    ``k`` most similar earlier entries of the same exact scope (the offline review)."""
+    ids, matrix, groups = extracted_vectors(store, scope)
+    queue = build_queue(ids, matrix, groups, k, k)
+    wanted = set(only) if only is not None else None
+    return {i: queue[i] for i in ids if i in queue and (wanted is None or i in wanted)}
+
+
+def nearest_stored(
+    store: MemoryStore,
+    entries: Sequence[MemoryEntry],
+    vectors: npt.NDArray[np.float32],
+    k: int = REVIEW_K,
+) -> dict[str, list[ScoredId]]:
+    """:func:`nearest_earlier` for just-stored ``entries`` (insertion order, with their
+    ``vectors``), found by the store's vector search instead of a pass over the scope:
+    the online update's work per insertion does not grow with the scope."""
+    order = {e.id: n for n, e in enumerate(entries)}
+    out: dict[str, list[ScoredId]] = {}
+    for n, (entry, vec) in enumerate(zip(entries, vectors, strict=True)):
+        # later entries of the same insertion and provisional ones are no candidates
+        want = 2 * k + len(entries)
+        hits = store.vector_search(vec, entry.scope, Filters(kinds=("entry",)), want)
+        ids = [i for i, _ in hits if order.get(i, -1) < n and not is_provisional(i)]
+        same = store.get_entries(ids)
+        score = dict(hits)
+        near = [(i, score[i]) for i in ids if i in same and same[i].scope == entry.scope]
+        if near:
+            out[entry.id] = near[:k]
+    return out
 
 
 def scope_entries(store: MemoryStore, scope: Scope, page: int = 1000) -> list[MemoryEntry]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from lightmem.llm.base import ChatMessage, LLMClient
@@ -41,9 +41,7 @@ class LLMUpdater:
             actions += [x for a in answers if (x := _action(a, newer_of)) is not None]
         return actions
 
-    def review(
-        self, entries: Callable[[], Sequence[MemoryEntry]], only: Collection[str] | None
-    ) -> list[UpdateAction]:
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         """None: the model decides supersessions in :meth:`decide`'s batches."""
         return []
 

@@ -160,6 +160,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         ] = None,
         full: Annotated[bool, Field(description=schemas.FULL)] = False,
         all_scopes: Annotated[bool, Field(description=schemas.ALL_SCOPES)] = False,
+        as_of: Annotated[str | None, Field(description=schemas.AS_OF)] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -177,6 +178,7 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             budget_tokens=budget_tokens,
             scope=scope_dict(user_id, agent_id, run_id),
             all_scopes=all_scopes,
+            as_of=as_of,
         )
         return compact_retrieval(found, full=full)
 

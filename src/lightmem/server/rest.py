@@ -57,6 +57,7 @@ class SearchBody(ScopeFields):
     mode: Mode | None = Field(None, description=schemas.MODE)
     budget_tokens: int | None = Field(None, description=schemas.BUDGET_TOKENS)
     all_scopes: bool = Field(False, description=schemas.ALL_SCOPES)
+    as_of: str | None = Field(None, description=schemas.AS_OF)
 
 
 class UpdateBody(ScopeFields):
@@ -165,6 +166,7 @@ def create_app(
             budget_tokens=body.budget_tokens,
             scope=_scope_of(body),
             all_scopes=body.all_scopes,
+            as_of=body.as_of,
         )
 
     @app.get("/v1/memories", tags=["memory"])

@@ -58,6 +58,11 @@ ALL_SCOPES = (
     "Read every user's memories; needed (without user_id) when the store holds several "
     "users, otherwise such a read is refused."
 )
+AS_OF = (
+    "Only memories valid at this time: said by then and not yet superseded by a later one "
+    "(ISO 8601 date or date-time, e.g. '2023-06-12' or '2023-06-12T10:00:00Z'; without a "
+    "zone it is UTC). Default: now, with superseded memories ranked after their replacement."
+)
 FULL = "Also return every matched memory as a full record (costs many tokens); default: ids only."
 FILTERS = "Restrict the memories considered (time range, speaker, topic, kind)."
 TEXT = "The memory's new text; the previous version stays in its history."

@@ -7,6 +7,7 @@ plain JSON-able data; validation errors are the library's own ``LightMemError``s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from lightmem.errors import InvalidInputError
@@ -23,6 +24,21 @@ def _scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise InvalidInputError(f"scope.{sorted(unknown)[0]}: unknown scope field")
     return {k: scope.get(k) for k in ("user_id", "agent_id", "run_id")}
+
+
+def as_of_time(value: str | None) -> datetime | None:
+    """``as_of`` as sent to REST or MCP: an ISO 8601 date or date-time (``2023-06-12``,
+    ``2023-06-12T10:00:00Z``); a date that is not on the calendar (30 February, month 13,
+    hour 24) is refused, never moved to a neighbouring day."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"as_of: expected an ISO 8601 date or date-time such as '2023-06-12' or "
+            f"'2023-06-12T10:00:00Z', got {value!r} ({exc})"
+        ) from exc
 
 
 def add_memory(
@@ -49,15 +65,18 @@ def retrieve(
     budget_tokens: int | None = None,
     scope: Mapping[str, Any] | None = None,
     all_scopes: bool = False,
+    as_of: str | None = None,
 ) -> dict[str, Any]:
     """``all_scopes``: search every user of a store holding several (see
-    :mod:`lightmem.memory.scoping`); otherwise such a store needs ``scope.user_id``."""
+    :mod:`lightmem.memory.scoping`); otherwise such a store needs ``scope.user_id``.
+    ``as_of`` (ISO 8601, see :func:`as_of_time`): only what was valid then."""
     results = t.memory.retrieve(
         query,
         limit,
         filters,
         mode=mode,
         budget_tokens=budget_tokens,
+        as_of=as_of_time(as_of),
         all_scopes=all_scopes,
         **_scope(scope),
     )
