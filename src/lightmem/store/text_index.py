@@ -20,6 +20,11 @@ from lightmem.store.topk import top_positions
 
 K1 = 1.2
 B = 0.75
+#: The smallest idf a matching term adds. BM25's idf is negative for a term in more than
+#: half of the documents; FTS5 floors it at 1e-6 so such terms "still count a little", but
+#: a rank-based fusion turns a little into a full rank. Zero makes a match on such terms
+#: alone a score-0 hit, which fusion can tell apart from evidence.
+IDF_FLOOR = 0.0
 
 
 class Stemmer:
@@ -134,8 +139,8 @@ class BM25Index:
         scores = np.zeros(lengths.shape[0], dtype=np.float32)
         for rows, tf in hits:
             df = rows.size if alive is None else int(np.count_nonzero(alive[rows]))
-            # FTS5's idf, floored so very common terms still count a little
-            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+            # FTS5's idf, floored at IDF_FLOOR (a term in half the documents tells nothing)
+            idf = max(IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
             norm = K1 * (1 - B + B * lengths[rows] / avg)
             scores[rows] += idf * tf * (K1 + 1) / (tf + norm)  # rows unique within a term
         cand = np.unique(np.concatenate([rows for rows, _ in hits]))
