@@ -111,3 +111,32 @@ def test_candidates_ask_the_store_only_for_what_is_new(demo_store: Path) -> None
         assert store.fetched == Counter([*ids[:6], "no-such-id"])
     finally:
         store.close()
+
+
+def test_a_retrieval_scores_each_vector_once(tmp_path: Path) -> None:
+    """Speaker focus searches again with the same query vector under a speaker filter:
+    the rows' scores of the first search are reused, and stay right as rows change."""
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
+        mem.add_memory(demo_messages(), force_extract=True, user_id="maya")
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        first = mem.retrieve("What does Maya eat?", user_id="maya")  # names a speaker
+        rows = store.entry_index.rows()
+        before = rows.scorings
+        again = mem.retrieve("What does Maya eat?", user_id="maya")
+        assert [r.entry.id for r in again] == [r.entry.id for r in first]
+        assert rows.scorings == before  # the same vector: no row scored again
+        mem.retrieve("Which race did Maya sign up for?", user_id="maya")
+        assert rows.scorings == before + 1  # one scoring for the plain and focused searches
+        # a new row is scored and found; a deleted one is not found any more
+        mem.add_memory(
+            [{"content": "Maya eats lentil curry every Sunday", "speaker_name": "Maya"}],
+            force_extract=True,
+            user_id="maya",
+        )
+        ids = [r.entry.id for r in mem.retrieve("What does Maya eat?", user_id="maya")]
+        new = [i for i in ids if i not in {r.entry.id for r in first}]
+        assert new
+        mem.delete(new[0], user_id="maya")
+        after = [r.entry.id for r in mem.retrieve("What does Maya eat?", user_id="maya")]
+        assert new[0] not in after
