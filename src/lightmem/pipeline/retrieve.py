@@ -296,8 +296,9 @@ def rrf(lists: Sequence[tuple[float, Sequence[ScoredId]]], k: int) -> list[Score
     for weight, hits in lists:
         if not hits:
             continue
-        lo, hi = min(s for _, s in hits), max(s for _, s in hits)
-        span = hi - lo
+        scores = [s for _, s in hits]
+        lo = min(scores)
+        span = max(scores) - lo
         rank, last = 0, None
         for pos, (eid, score) in enumerate(hits):
             if score != last:
