@@ -55,8 +55,7 @@ def as_of_filters(filters: Filters, as_of: object) -> Filters:
     return replace(filters, as_of=when, time_to=until)
 
 
-#: Entries by id (those that exist), e.g. a query's :class:`~lightmem.pipeline.candidates.
-#: Candidates`.
+#: Entries by id, those that exist (a query's shared fetch: ``Candidates.get``).
 Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 

@@ -20,10 +20,11 @@ from lightmem.store.topk import top_positions
 
 K1 = 1.2
 B = 0.75
-#: The smallest idf a matching term adds. BM25's idf is negative for a term in more than
-#: half of the documents; FTS5 floors it at 1e-6 so such terms "still count a little", but
-#: a rank-based fusion turns a little into a full rank. Zero makes a match on such terms
-#: alone a score-0 hit, which fusion can tell apart from evidence.
+#: The smallest idf a matching term adds. BM25's idf is negative for a term in at least
+#: half of the documents; FTS5 floors it at 1e-6 so such terms "still count a little", which
+#: orders the rows that match only such terms by length, and rank fusion rewards that
+#: order as if it were evidence. At 0 those rows all score 0, and the fusion
+#: (:func:`lightmem.pipeline.retrieve.rrf`) gives equal scores the same rank.
 IDF_FLOOR = 0.0
 
 
