@@ -4,6 +4,9 @@ entries one query fetches (each once, shared by speaker focus, time lift, validi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,3 +143,29 @@ def test_a_retrieval_scores_each_vector_once(tmp_path: Path) -> None:
         mem.delete(new[0], user_id="maya")
         after = [r.entry.id for r in mem.retrieve("What does Maya eat?", user_id="maya")]
         assert new[0] not in after
+
+
+_SCORES = """
+import random
+from lightmem.store.text_index import BM25Index, Stemmer
+rng = random.Random(7)
+words = [f"w{i}" for i in range(40)]
+texts = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 30))) for _ in range(300)]
+stemmer = Stemmer()
+index = BM25Index.build(texts, stemmer)
+print([s.hex() for _, s in index.search(words[:12], stemmer, None, 300)])
+"""
+
+
+def test_bm25_scores_do_not_depend_on_the_process_hash_seed() -> None:
+    """Term contributions are summed in query order: a set's order (per-process string
+    hashing) made float32 scores differ in the last bit between runs."""
+    outs = set()
+    for seed in ("1", "2", "3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _SCORES], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        outs.add(done.stdout)
+    assert len(outs) == 1

@@ -130,7 +130,9 @@ class BM25Index:
     ) -> list[tuple[int, float]]:
         """Top ``k`` (row, score) for the query terms among rows allowed by ``mask``;
         ``alive`` marks the rows not removed (None: all are)."""
-        stems = {s for t in terms for s in stemmer.tokens(t)}
+        # In query order, not a set's: float32 sums in a per-process hash order made scores
+        # differ in the last bit between runs, and near-equal hits swap places.
+        stems = dict.fromkeys(s for t in terms for s in stemmer.tokens(t))
         hits = [self.postings[s] for s in stems if s in self.postings]
         n = self.n_docs
         if not hits or k <= 0 or n <= 0:
