@@ -62,18 +62,15 @@ _RETRIEVAL = (
         pytest.param(
             "Does Maya have any injuries?",
             {"s1:5", "s3:1"},
-            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
         ),
         pytest.param(
             "What does Maya eat? Any diet restrictions?",
             {"s1:6", "s1:7"},
-            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
         ),
         ("Which project does Maya lead at work now?", {"s3:4"}),
         pytest.param(
             "How fast did Maya finish the half marathon?",
             {"s4:1"},
-            marks=pytest.mark.xfail(strict=True, reason=_RETRIEVAL),
         ),
     ],
 )

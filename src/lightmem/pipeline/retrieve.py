@@ -8,6 +8,7 @@ from typing import Literal
 
 from lightmem.embed.base import Embedder
 from lightmem.pipeline import time_match, validity
+from lightmem.pipeline.candidates import Candidates
 from lightmem.pipeline.expand import named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
@@ -129,14 +130,15 @@ class Retriever:
             return self._hierarchical(query, scope, filters, p)
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
         qv = self._embedder.embed([query], op="retrieve")[0] if p.mode != "context" else None
+        got = Candidates(self._store)
         fused = self._fused(query, scope, f, p, p.mode, qv)
         if fused and p.speaker_focus > 0 and f.speaker is None:
             head = fused[: p.keep_first]
-            focused = self._speaker_focus(query, scope, f, p, qv, fused)
+            focused = self._speaker_focus(query, scope, f, p, qv, fused, got)
             kept = {i for i, _ in head}
             fused = head + [h for h in focused if h[0] not in kept]
-        ranked = self._timed(query, fused, p)
-        return self._pack(validity.rank(self._store, query, ranked, f.as_of), p, query)
+        ranked = self._timed(query, fused, p, got)
+        return self._pack(validity.rank(got.get, query, ranked, f.as_of), p, query, got)
 
     def _speaker_focus(
         self,
@@ -146,12 +148,13 @@ class Retriever:
         p: RetrieveParams,
         qv: Vector | None,
         fused: list[ScoredId],
+        got: Candidates,
     ) -> list[ScoredId]:
         """Fuse in the ranking among each named speaker's own memories (none when the
         query names every speaker of the best candidates: that would rank nothing apart).
         Speakers are looked for among the best :data:`_PROBE` candidates only."""
         probe = fused[:_PROBE]
-        entries = self._store.get_entries([i for i, _ in probe])
+        entries = got.get([i for i, _ in probe])
         ranked = [entries[i] for i, _ in probe if i in entries]
         names = named_speakers(query, ranked)
         if not names or len(names) >= len({e.speaker for e in ranked}):
@@ -165,9 +168,11 @@ class Retriever:
             lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
         return rrf(lists, p.rrf_k)
 
-    def _timed(self, query: str, ranked: list[ScoredId], p: RetrieveParams) -> list[ScoredId]:
+    def _timed(
+        self, query: str, ranked: list[ScoredId], p: RetrieveParams, got: Candidates
+    ) -> list[ScoredId]:
         tq = time_match.TimeQuery.of(query)
-        return time_match.lift(ranked, tq, self._store.get_entries, p.time_weight, p.rrf_k)
+        return time_match.lift(ranked, tq, got.get, p.time_weight, p.rrf_k)
 
     def _fused(
         self,
@@ -197,10 +202,11 @@ class Retriever:
     def _hierarchical(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
     ) -> list[RetrievalResult]:
+        got = Candidates(self._store)
         topics = self._fused(query, scope, replace(filters, kinds=("summary",)), p, "hybrid")
         top = topics[: p.topics]
         bonus = {}
-        entries = self._store.get_entries([i for i, _ in top])
+        entries = got.get([i for i, _ in top])
         for rank, (sid, _) in enumerate(top):
             if sid in entries:
                 bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
@@ -208,21 +214,20 @@ class Retriever:
             query, scope, replace(filters, kinds=filters.kinds or _SEARCHED), p, "hybrid"
         )
         if bonus:
-            topic_of = {
-                i: e.topic_id for i, e in self._store.get_entries([i for i, _ in hits]).items()
-            }
+            topic_of = {i: e.topic_id for i, e in got.get([i for i, _ in hits]).items()}
             hits = sorted(
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        ranked = top + self._timed(query, hits, p)
-        return self._pack(validity.rank(self._store, query, ranked, filters.as_of), p, query)
+        ranked = top + self._timed(query, hits, p, got)
+        return self._pack(validity.rank(got.get, query, ranked, filters.as_of), p, query, got)
 
     def _pack(
         self,
         ranked: list[ScoredId],
         p: RetrieveParams,
         query: str,
+        got: Candidates,
     ) -> list[RetrievalResult]:
         """Memories in rank order while they fit the budget, each as shown for ``query``."""
         out: list[RetrievalResult] = []
@@ -233,7 +238,7 @@ class Retriever:
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
             part = ranked[start : start + chunk]
-            entries = self._store.get_entries([i for i, _ in part])
+            entries = got.get([i for i, _ in part])
             for eid, score in part:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
@@ -276,9 +281,29 @@ class Retriever:
 
 
 def rrf(lists: Sequence[tuple[float, Sequence[ScoredId]]], k: int) -> list[ScoredId]:
-    """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the input rankings."""
-    scores: dict[str, float] = {}
+    """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the input rankings
+    (each best first).
+
+    Hits with equal scores share the best of their ranks: a list that cannot tell them apart
+    gives them the same reward (e.g. BM25 hits on a name every other memory holds, which
+    all score 0; see :data:`~lightmem.store.text_index.IDF_FLOOR`), instead of one by
+    their arbitrary order. Equal sums (one memory ranked i-th by one list and j-th by the
+    other, another the other way round) are ordered by the weighted sum of each list's
+    scores scaled to [0, 1] within the list, so the larger score gap decides, not list order.
+    """
+    fused: dict[str, float] = {}
+    scaled: dict[str, float] = {}
     for weight, hits in lists:
-        for rank, (eid, _) in enumerate(hits):
-            scores[eid] = scores.get(eid, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda x: -x[1])
+        if not hits:
+            continue
+        scores = [s for _, s in hits]
+        lo = min(scores)
+        span = max(scores) - lo
+        rank, last = 0, None
+        for pos, (eid, score) in enumerate(hits):
+            if score != last:
+                rank, last = pos, score
+            fused[eid] = fused.get(eid, 0.0) + weight / (k + rank)
+            part = (score - lo) / span if span > 0 else 1.0
+            scaled[eid] = scaled.get(eid, 0.0) + weight * part
+    return sorted(fused.items(), key=lambda x: (-x[1], -scaled[x[0]]))

@@ -10,7 +10,7 @@ context a superseded memory carries ``(until 12 Jun 2023)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -55,24 +55,28 @@ def as_of_filters(filters: Filters, as_of: object) -> Filters:
     return replace(filters, as_of=when, time_to=until)
 
 
+#: Entries by id, those that exist (a query's shared fetch: ``Candidates.get``).
+Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
+
+
 def rank(
-    store: MemoryStore, question: str, ranked: Sequence[ScoredId], as_of: datetime | None
+    fetch: Fetch, question: str, ranked: Sequence[ScoredId], as_of: datetime | None
 ) -> list[ScoredId]:
     """``ranked`` (best first) with what was not valid at ``as_of`` dropped and, for a
     question about the present, each superseded memory after the one that replaced it."""
     if not ranked:
         return []
     if as_of is None and len(ranked) > _WINDOW:  # below the window nothing is reordered
-        top = rank(store, question, ranked[:_WINDOW], None)
+        top = rank(fetch, question, ranked[:_WINDOW], None)
         seen = {i for i, _ in top}
         return top + [(i, sc) for i, sc in ranked[_WINDOW:] if i not in seen]
-    entries = store.get_entries([i for i, _ in ranked])
+    entries = dict(fetch([i for i, _ in ranked]))
     if as_of is not None:
         ranked = [(i, s) for i, s in ranked if i not in entries or entries[i].current_at(as_of)]
     stale = [entries[i] for i, _ in ranked if i in entries and not entries[i].current_at(as_of)]
     if not stale or about_past(question):
         return list(ranked)
-    heads = _heads(store, stale, entries, as_of)
+    heads = _heads(fetch, stale, entries, as_of)
     out: list[ScoredId] = []
     placed: set[str] = set()
     for eid, score in ranked:
@@ -87,7 +91,7 @@ def rank(
 
 
 def _heads(
-    store: MemoryStore,
+    fetch: Fetch,
     stale: Sequence[MemoryEntry],
     known: dict[str, MemoryEntry],
     as_of: datetime | None,
@@ -101,7 +105,7 @@ def _heads(
             if not nxt:
                 break
             if nxt not in known:
-                known.update(store.get_entries([nxt]))
+                known.update(fetch([nxt]))
             if nxt not in known or known[nxt].scope != e.scope:
                 break  # its successor is gone: it stands for itself
             cur = known[nxt]

@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lightmem.store.text_index import K1, B, Stemmer
+from lightmem.store.text_index import IDF_FLOOR, K1, B, Stemmer
 
 #: Rows whose terms a migration fills per batch.
 FILL_BATCH = 2_000
-#: The smallest idf a matching term adds (FTS5's floor, as in the SQLite index).
-IDF_FLOOR = 1e-6
 
 
 def index_text(text: str, stemmer: Stemmer) -> str:

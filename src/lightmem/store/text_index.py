@@ -20,6 +20,12 @@ from lightmem.store.topk import top_positions
 
 K1 = 1.2
 B = 0.75
+#: The smallest idf a matching term adds. BM25's idf is negative for a term in at least
+#: half of the documents; FTS5 floors it at 1e-6 so such terms "still count a little", which
+#: orders the rows that match only such terms by length, and rank fusion rewards that
+#: order as if it were evidence. At 0 those rows all score 0, and the fusion
+#: (:func:`lightmem.pipeline.retrieve.rrf`) gives equal scores the same rank.
+IDF_FLOOR = 0.0
 
 
 class Stemmer:
@@ -124,7 +130,9 @@ class BM25Index:
     ) -> list[tuple[int, float]]:
         """Top ``k`` (row, score) for the query terms among rows allowed by ``mask``;
         ``alive`` marks the rows not removed (None: all are)."""
-        stems = {s for t in terms for s in stemmer.tokens(t)}
+        # In query order, not a set's: float32 sums in a per-process hash order made scores
+        # differ in the last bit between runs, and near-equal hits swap places.
+        stems = dict.fromkeys(s for t in terms for s in stemmer.tokens(t))
         hits = [self.postings[s] for s in stems if s in self.postings]
         n = self.n_docs
         if not hits or k <= 0 or n <= 0:
@@ -134,8 +142,8 @@ class BM25Index:
         scores = np.zeros(lengths.shape[0], dtype=np.float32)
         for rows, tf in hits:
             df = rows.size if alive is None else int(np.count_nonzero(alive[rows]))
-            # FTS5's idf, floored so very common terms still count a little
-            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+            # FTS5's idf, floored at IDF_FLOOR (a term in half the documents tells nothing)
+            idf = max(IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
             norm = K1 * (1 - B + B * lengths[rows] / avg)
             scores[rows] += idf * tf * (K1 + 1) / (tf + norm)  # rows unique within a term
         cand = np.unique(np.concatenate([rows for rows, _ in hits]))

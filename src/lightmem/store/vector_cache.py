@@ -53,6 +53,9 @@ class VectorRows:
         self._kind_masks: dict[tuple[str, ...], tuple[npt.NDArray[np.bool_], int]] = {}
         self.text = BM25Index()
         self.ann: IVFIndex | None = None
+        #: The last exact query's scores over the first n rows: (query bytes, n, scores).
+        self._last: tuple[bytes, int, npt.NDArray[np.float32]] | None = None
+        self.scorings = 0  # exact scorings of every row, for tests and profiles
 
     # -- views ------------------------------------------------------------------------
     @property
@@ -203,7 +206,7 @@ class VectorRows:
         else:
             # Score every row and mask the scores: gathering rows would copy the matrix.
             cand = np.arange(n)
-            scores = matrix @ q
+            scores = self._scores(q, n)
             if m is not None:
                 scores = np.where(m, scores, -np.inf)
         k = min(k, cand.size)
@@ -212,6 +215,20 @@ class VectorRows:
         top = top_positions(scores, k)  # cand is ascending: ties go to the earlier row
         ids = self._ids
         return [(str(ids[cand[i]]), float(scores[i])) for i in top]
+
+    def _scores(self, q: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.float32]:
+        """Every row's score for ``q`` (not to be written to). The last query's are kept:
+        a retrieval searches again with the same vector under another filter (speaker
+        focus), which then scores no row twice. Rows are only appended or tombstoned
+        (masked by every search), so the scores of the first ``n`` rows stay valid."""
+        key = q.tobytes()
+        last = self._last
+        if last is not None and last[1] == n and last[0] == key:
+            return last[2]
+        scores = self._matrix[:n] @ q
+        self.scorings += 1
+        self._last = (key, n, scores)
+        return scores
 
     def _candidates(
         self,

@@ -1,0 +1,42 @@
+"""The entries of one query's candidates, fetched once and shared by the retrieval steps.
+
+Speaker focus, the time lift, the validity ranking and budget packing each look at candidate
+entries; fetching and decoding them is most of a query's cost. A :class:`Candidates` asks
+the store only for the ids it has not fetched yet (one ``get_entries`` call per step that
+needs new ones) and hands every step the same entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from lightmem.types import MemoryEntry
+
+
+class EntrySource(Protocol):
+    """What is read from the store: entries by id (a missing id is left out)."""
+
+    def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]: ...
+
+
+class Candidates:
+    """A per-query memo over :meth:`EntrySource.get_entries` (not shared between queries:
+    an entry written meanwhile is seen by the next query)."""
+
+    def __init__(self, store: EntrySource) -> None:
+        self._store = store
+        self._entries: dict[str, MemoryEntry] = {}
+        self._missing: set[str] = set()  # asked for and not in the store
+        self.fetches = 0  # store calls made, for tests and profiles
+
+    def get(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        """The entries of ``entry_ids`` that exist, fetching those not seen before."""
+        known, missing = self._entries, self._missing
+        new = [i for i in dict.fromkeys(entry_ids) if i not in known and i not in missing]
+        if new:
+            self.fetches += 1
+            found = self._store.get_entries(new)
+            known.update(found)
+            missing.update(i for i in new if i not in found)
+        return {i: known[i] for i in entry_ids if i in known}
