@@ -134,11 +134,12 @@ def test_failed_attempts_of_an_episode_are_remembered_as_harmful() -> None:
 
 
 def test_the_player_keeps_what_scored_and_what_enabled_it() -> None:
-    acts = ["open fridge", "take carrot", "put carrot in bin", "take carrot", "eat carrot"]
-    obs = ["You open it.", "Your score went up.", "Done.", "You take the carrot.", "Ok."]
-    opened = [{"take carrot"}, {"put carrot in bin"}, {"take carrot"}, {"eat carrot"}, set()]
-    a, b = frozenset({"open fridge"}), frozenset({"take carrot"})
-    c = frozenset({"put carrot in bin", "eat carrot"})
-    states = [(a, 0.0), (b, 0.0), (c, 1.0), (b, 1.0), (c, 1.0), (c, 1.0)]
-    # The put and the second take went round in a circle: not what mattered.
-    assert _relevant(acts, obs, [""] * 5, opened, states) == (0, 1)
+    acts = ["open fridge", "take carrot", "put carrot in bin", "take carrot", "cook carrot"]
+    obs = ["You open it.", "Your score went up.", "Done.", "You take it.", "Your score went up."]
+    held = {"put carrot in bin", "cook carrot"}
+    opened = [{"take carrot"}, held, {"take carrot"}, held, set()]
+    a, b, c = frozenset({"open fridge"}), frozenset({"take carrot"}), frozenset(held)
+    states = [(a, 0.0), (b, 0.0), (c, 1.0), (b, 1.0), (c, 1.0), (frozenset(), 2.0)]
+    # The fridge opened for the carrot that scored; the put and the second take went round
+    # in a circle: the cooking is owed to the first take.
+    assert _relevant(acts, obs, [""] * 5, opened, states) == (0, 1, 4)
