@@ -189,8 +189,9 @@ class Player:
                 return a
         for plan in plans:
             for step in plan.steps:
-                for action in bind(step, plan.slots.get(step, {}), safe, reads, seen):
-                    return action
+                bound = bind(step, plan.slots.get(step, {}), safe, reads, seen)
+                if bound:  # the step allows these equally ("move <seen1>": any exit)
+                    return rng.choice(bound)
         # An action of a shape some plan has a slotted step for, which that step did not
         # bind, is one memory says does not apply here (cook what the recipe does not say
         # to cook, or with another tool): not tried at random.

@@ -489,13 +489,10 @@ class Outcomes:
         return out
 
     def harmful(self, action: str, reads: Sequence[str], observation: str) -> bool:
-        """True if actions of this shape harmed in several states and never helped, or
-        harmed in a state like this one (each slot's keys overlap) and never helped in
-        such a state."""
+        """True if an action of this shape harmed in a state like this one (each slot's
+        keys overlap) and never helped in such a state."""
         skel, keys = signature(action, reads, observation)
         bad, good = self.bad.get(skel, []), self.good.get(skel, [])
-        if len(bad) >= 2 and not good:
-            return True
         return any(_like(b, keys) for b in bad) and not any(_like(g, keys) for g in good)
 
     def promise(self, action: str, reads: Sequence[str], observation: str) -> int:
