@@ -7,7 +7,7 @@ game scored and the ones that made those possible). Every arm explores the same 
 no-memory baseline is this explorer alone): it reads what can be read, takes what the
 texts it read name, and otherwise takes an untried valid action (never one that only
 inspects or closes something); with memory it also skips the actions that ended similar
-runs in failure or lowered their score in a like state (:class:`Outcomes`).
+runs in a like state (:class:`Outcomes`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def plans_from(context: str, nodes: Mapping[str, Node]) -> tuple[list[Plan], Out
 
 def verdict(reply: str, relevant: bool = False) -> bool | None:
     """What the game's reply says of the action: it helped (it scored, or it was needed
-    for something that did), it harmed, or neither."""
-    if reply.endswith((FAILED, LOWERED)):
+    for something that did), it harmed (it ended the game), or neither (a lowered score
+    can be made good again: the thing put in the wrong place is taken back)."""
+    if reply.endswith(FAILED):
         return False
     if relevant or reply.endswith(SCORED):
         return True
@@ -97,8 +98,8 @@ class Player:
         self.seed = seed
         self.tabu: set[str] = set()
         self.scored: list[str] = []  # actions the game scored in earlier attempts
-        # Shapes of actions that undid a scored one (the carrot put down made "take carrot"
-        # available again): giving up what was gained comes last.
+        # Shapes of actions that undid a scored one in this attempt (the carrot put down
+        # made "take carrot" available again): giving up what was gained comes last.
         self.undoing: set[str] = set()
         self.attempt = 0
         self.steps = 0  # every game step taken by this player, over all attempts
@@ -117,6 +118,7 @@ class Player:
             plans = [Plan(tuple(self.scored), {}, "earlier attempts"), *plans]
         rng = random.Random(f"{self.seed}:{seed}:{self.attempt}")
         self.attempt += 1
+        self.undoing = set()
         actions: list[str] = []
         observations: list[str] = []
         docs: list[str] = []
@@ -143,13 +145,15 @@ class Player:
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             opened.append(set(turn.valid) - before)
             states.append((frozenset(turn.valid), turn.score))
-            # Never the same action twice, unless it scored and a later action made it
-            # available again (the carrot put down can be taken again), then once more.
+            # Never the same action twice, unless it scored and a later action that scored
+            # nothing made it available again (the carrot put down can be taken again; the
+            # shirt put in its place is not taken out), then once more.
             uses[action] += 1
             tried.add(action)
             if text.endswith(SCORED):
                 gained.add(action)
-            tried -= {a for a in opened[-1] if a in gained and uses[a] < 2}
+            else:
+                tried -= {a for a in opened[-1] if a in gained and uses[a] < 2}
             if opened[-1] & gained:
                 self.undoing.add(abstract(action, game.reads, seen)[0])
             last = action
@@ -194,10 +198,12 @@ class Player:
                     return rng.choice(bound)
         # An action of a shape some plan has a slotted step for, which that step did not
         # bind, is one memory says does not apply here (cook what the recipe does not say
-        # to cook, or with another tool): not tried at random.
+        # to cook, or with another tool): not tried at random where that shape has ended
+        # a game (a put that only lowered the score can still be tried).
         shaped = {step for plan in plans for step in plan.steps if "<" in step}
-        if shaped:
-            safe = [a for a in safe if abstract(a, reads, seen)[0] not in shaped]
+        if shaped and outcomes is not None:
+            risky = shaped & set(outcomes.bad)
+            safe = [a for a in safe if abstract(a, reads, seen)[0] not in risky]
         # Take what the texts read name (the task's object, the recipe's ingredients).
         read_text = "\n".join(lines(reads))
         for a in safe:
