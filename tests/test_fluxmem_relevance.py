@@ -5,9 +5,11 @@ its own runs (which steps mattered). No game engine needed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from lightmem.bench.twx_policy import _relevant, plans_from
+from lightmem.bench.twx_env import Game, Turn, TWXWorld
+from lightmem.bench.twx_policy import Player, _relevant, plans_from
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Outcomes, Run, bind, induce
 from lightmem.fluxmem.types import Node
@@ -66,7 +68,11 @@ def _agent(path: Path, relevant: tuple[int, ...]) -> FluxMemAgent:
         acts, obs = _game(item, cut, cook)
         reads = tuple(obs[0] if k == 0 else "" for k in range(len(acts)))
         result = StepResult(1, None, True, tuple(acts), tuple(obs), reads, relevant)
-        agent.run_task(f"{TASK} ({item})", lambda c, r=result: r)
+
+        def play(context: str, r: StepResult = result) -> StepResult:
+            return r
+
+        agent.run_task(f"{TASK} ({item})", play)
     return agent
 
 
@@ -143,3 +149,43 @@ def test_the_player_keeps_what_scored_and_what_enabled_it() -> None:
     # The fridge opened for the carrot that scored; the put and the second take went round
     # in a circle: the cooking is owed to the first take.
     assert _relevant(acts, obs, [""] * 5, opened, states) == (0, 1, 4)
+
+
+class _Shelf(TWXWorld):
+    """A one-object game without the engine: taking the thing scores once; putting it
+    down scores only where ``scoring_put`` says (a shirt in its place), else nothing."""
+
+    def __init__(self, scoring_put: bool) -> None:  # no engine: nothing to start
+        self.scoring_put = scoring_put
+        self.game = Game("shelf", 0, "Tidy up.", "", [])
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.held, self.took = False, False
+        self.game = Game(name, seed, "Tidy up.", "You see a thing.", ["take thing"], ["Tidy up."])
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        up = (action == "take thing" and not self.took) or (
+            action == "put thing in box" and self.scoring_put
+        )
+        self.took = self.took or action == "take thing"
+        self.held = action == "take thing"
+        g.score += 1.0 if up else 0.0
+        g.valid = ["put thing in box"] if self.held else ["take thing"]
+        return Turn("Done.", g.valid, g.score, False, False, "Your score went up." if up else "")
+
+
+def test_the_player_retakes_what_it_scored_only_when_nothing_was_gained_by_putting_it_down() -> (
+    None
+):
+    # Put down for nothing (the carrot on the counter): taken again, once.
+    player = Player(_Shelf(scoring_put=False), 10, 0)
+    assert player.play("shelf", {}, 0, "train", ()).actions == (
+        "take thing",
+        "put thing in box",
+        "take thing",
+    )
+    # Put in its place, which scored (the shirt in the wardrobe): left there.
+    player = Player(_Shelf(scoring_put=True), 10, 0)
+    assert player.play("shelf", {}, 0, "train", ()).actions == ("take thing", "put thing in box")
