@@ -28,13 +28,19 @@ from typing import Any
 from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
 from lightmem.bench.twx_policy import Plan, Player, plans_from
 from lightmem.fluxmem.agent import FluxMemAgent
+from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.reasoner import Reasoner
 from lightmem.fluxmem.serialize import serialize
+from lightmem.fluxmem.slots import Outcomes
 from lightmem.fluxmem.stage3 import SkillDraft
 from lightmem.fluxmem.types import Node, StepResult
 
 ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
 MATURE_SIMILARITY = 0.8
+#: Similar episodes Stage I shows (FluxMem's ``top_k_episodic``): the player learns from
+#: them which actions harmed, helped or did nothing in like states, so it wants a few more
+#: than the default three.
+EPISODES_SHOWN = 8
 
 
 def run(
@@ -47,6 +53,7 @@ def run(
     rounds: int = 5,
     step_limit: int = 50,
     reasoner: Reasoner | None = None,
+    episodes: int = EPISODES_SHOWN,
 ) -> dict[str, Any]:
     """Every game type x sample x arm; medians over the samples."""
     out: dict[str, Any] = {
@@ -56,6 +63,7 @@ def run(
         "seeds": list(range(first_seed, first_seed + seeds)),
         "rounds": rounds,
         "step_limit": step_limit,
+        "episodes_shown": episodes,
         "games": {},
     }
     started = time.perf_counter()
@@ -66,7 +74,9 @@ def run(
             for s in range(first_seed, first_seed + seeds):
                 tr = [train_ids[(s * train + i) % len(train_ids)] for i in range(train)]
                 te = [test_ids[(s * test + i) % len(test_ids)] for i in range(test)]
-                samples.append(_sample(w, name, params, s, tr, te, rounds, step_limit, reasoner))
+                samples.append(
+                    _sample(w, name, params, s, tr, te, rounds, step_limit, reasoner, episodes)
+                )
             out["games"][name] = {"params": dict(params), **_medians(samples), "samples": samples}
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
@@ -107,14 +117,16 @@ def _sample(
     rounds: int,
     step_limit: int,
     reasoner: Reasoner | None,
+    episodes: int,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"sample": sample}
+    config = FluxMemConfig(top_k_episodic=episodes)
     base = Player(w, step_limit, sample)
-    firsts = [base.play(name, params, s, "test", (), set()) for s in test]
+    firsts = [base.play(name, params, s, "test", ()) for s in test]
     res["no_memory"] = _score(firsts, firsts, 0)
     with tempfile.TemporaryDirectory(prefix="lightmem-twx-") as tmp:
         for arm in ("stage1", "stage1_2", "stage1_2_3"):
-            agent = FluxMemAgent.open(Path(tmp) / f"{arm}.db", reasoner=reasoner)
+            agent = FluxMemAgent.open(Path(tmp) / f"{arm}.db", reasoner=reasoner, config=config)
             with agent:
                 bench = _Bench(agent, w, name, params, step_limit, sample)
                 for s in train:
@@ -180,7 +192,7 @@ class _Bench:
         self.seed_of[text] = (seed, fold)
         return text
 
-    def _plans(self, context: str) -> tuple[list[Plan], set[str]]:
+    def _plans(self, context: str) -> tuple[list[Plan], Outcomes]:
         nodes: dict[str, Node] = self.agent.graph.get_nodes(_ids(context))
         return plans_from(context, nodes)
 
@@ -192,8 +204,8 @@ class _Bench:
         last: list[StepResult] = []
 
         def execute(context: str) -> StepResult:
-            plans, avoid = self._plans(context)
-            result = player.play(self.name, self.params, seed, fold, plans, avoid)
+            plans, outcomes = self._plans(context)
+            result = player.play(self.name, self.params, seed, fold, plans, outcomes)
             last.append(result)
             if not result.success and isinstance(result.feedback, str):
                 # The game's verdict is something the agent read: a fact Stage II can link.
@@ -221,9 +233,9 @@ class _Bench:
         mature = self.agent.mature_subgraph(text)
         context = self.agent.context(text) if mature is None else serialize(mature)
         self.context_ms += 1000 * (time.perf_counter() - t0)
-        plans, avoid = self._plans(context)
+        plans, outcomes = self._plans(context)
         return Player(self.w, self.step_limit, self.sample).play(
-            self.name, self.params, seed, "test", plans, avoid
+            self.name, self.params, seed, "test", plans, outcomes
         )
 
     def replay(self, skill: SkillDraft, task: str) -> StepResult:
@@ -233,7 +245,7 @@ class _Bench:
             return StepResult(None, "unknown task", False)
         plan = Plan(tuple(skill.steps), skill.slots, "replay")
         return Player(self.w, self.step_limit, self.sample).play(
-            self.name, self.params, seed, fold, [plan], set()
+            self.name, self.params, seed, fold, [plan]
         )
 
 

@@ -2,21 +2,25 @@
 gives whose slots bind to the current game, and explores where no plan step applies.
 
 Plans come from the FluxMem context: a skill's steps and slot rules, or, without a skill,
-the slotted steps induced from the similar episodes shown (successful runs whole, failed
-runs only their steps the game scored). Exploration takes an untried valid action (the
-no-memory baseline), except those like the ones that ended similar runs in failure.
+the slotted steps induced from the similar episodes shown (from each run, the steps the
+game scored and the ones that made those possible). Every arm explores the same way (the
+no-memory baseline is this explorer alone): it reads what can be read, takes what the
+texts it read name, and otherwise takes an untried valid action (never one that only
+inspects or closes something); with memory it also skips the actions that ended similar
+runs in a like state (:class:`Outcomes`).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lightmem.bench.twx_env import Game, TWXWorld
-from lightmem.fluxmem.slots import abstract, bind, episode_run, induce
+from lightmem.fluxmem.slots import Outcomes, Run, abstract, bind, episode_run, induce, lines
 from lightmem.fluxmem.types import Node, StepResult
 
 SCORED = ("Your score went up.", "The task is complete.")
@@ -24,6 +28,7 @@ FAILED = "The task failed."
 LOWERED = "Your score went down."
 _SKILL_ID = re.compile(r'<skill id="([0-9a-f]+)"')
 _EPISODE_ID = re.compile(r'<episode id="([0-9a-f]+)"')
+_FAILED_AFTER = re.compile(r"^The task failed after '(.+)'\.$")
 
 
 @dataclass(frozen=True)
@@ -33,9 +38,9 @@ class Plan:
     source: str = ""
 
 
-def plans_from(context: str, nodes: Mapping[str, Node]) -> tuple[list[Plan], set[str]]:
-    """Plans in the order the context ranks them, and the abstracted actions that ended
-    the similar failed runs (to avoid)."""
+def plans_from(context: str, nodes: Mapping[str, Node]) -> tuple[list[Plan], Outcomes]:
+    """Plans in the order the context ranks them, and what the actions of the similar
+    runs led to (to skip the harmful ones)."""
     plans = []
     for sid in _SKILL_ID.findall(context):
         node = nodes.get(sid)
@@ -54,19 +59,33 @@ def plans_from(context: str, nodes: Mapping[str, Node]) -> tuple[list[Plan], set
             steps, slots = induce(runs, quorum)
             if steps:
                 plans.append(Plan(tuple(steps), slots, name))
-    avoid, scored = set(), set()
-    for e in episodes:  # what ended a similar run in failure (and never scored), or lowered it
-        run = episode_run(e)
+    judged: list[tuple[Run, list[bool | None]]] = []
+    for e in episodes:
+        run = episode_run(e, whole=True)
         if run is None:
             continue
-        obs = [str(o) for o in e.data.get("observations", [])]
-        for k, text in enumerate(obs):
-            shape = abstract(run.actions[k], run.reads[k], run.observations[k])[0]
-            if text.endswith((FAILED, LOWERED)):
-                avoid.add(shape)
-            elif text.endswith(SCORED):
-                scored.add(shape)
-    return plans, avoid - scored
+        relevant = set(e.data.get("relevant", []))
+        judged.append((run, [verdict(o, k in relevant) for k, o in enumerate(run.results)]))
+        # Earlier attempts at the same game (same texts to read) that the game ended.
+        fatal = [
+            m.group(1)
+            for a in e.data.get("attempts", [])
+            if isinstance(a, dict) and (m := _FAILED_AFTER.search(str(a.get("feedback"))))
+        ]
+        reads, seen = run.reads[-1], "\n".join([run.observations[-1], *run.results])
+        judged += [(Run([act], [reads], [seen]), [False]) for act in fatal]
+    return plans, Outcomes.of(judged)
+
+
+def verdict(reply: str, relevant: bool = False) -> bool | None:
+    """What the game's reply says of the action: it helped (it scored, or it was needed
+    for something that did), it harmed (it ended the game), or neither (a lowered score
+    can be made good again: the thing put in the wrong place is taken back)."""
+    if reply.endswith(FAILED):
+        return False
+    if relevant or reply.endswith(SCORED):
+        return True
+    return None
 
 
 class Player:
@@ -79,6 +98,9 @@ class Player:
         self.seed = seed
         self.tabu: set[str] = set()
         self.scored: list[str] = []  # actions the game scored in earlier attempts
+        # Shapes of actions that undid a scored one in this attempt (the carrot put down
+        # made "take carrot" available again): giving up what was gained comes last.
+        self.undoing: set[str] = set()
         self.attempt = 0
         self.steps = 0  # every game step taken by this player, over all attempts
 
@@ -89,43 +111,61 @@ class Player:
         seed: int,
         fold: str,
         plans: Sequence[Plan],
-        avoid: set[str],
+        outcomes: Outcomes | None = None,
     ) -> StepResult:
         game = self.world.reset(game_name, params, seed, fold)
         if self.scored:  # the same game again: first redo what scored last time
             plans = [Plan(tuple(self.scored), {}, "earlier attempts"), *plans]
         rng = random.Random(f"{self.seed}:{seed}:{self.attempt}")
         self.attempt += 1
+        self.undoing = set()
         actions: list[str] = []
         observations: list[str] = []
         docs: list[str] = []
+        opened: list[set[str]] = []  # per action, the valid actions it made available
+        states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
         tried: set[str] = set()
+        uses: Counter[str] = Counter()
+        gained: set[str] = set()  # actions the game scored in this attempt
         last = ""
         while not game.done and len(actions) < self.step_limit:
+            seen = "\n".join([game.task, *observations])
             # First look around, so what the room holds is in the run's observations.
             look = not actions and "look around" in game.valid
             action = (
-                "look around" if look else self._choose(game, plans, avoid, tried, game.reads, rng)
+                "look around" if look else self._choose(game, plans, outcomes, tried, seen, rng)
             )
             if action is None:
                 break
-            tried.add(action)
-            n_read = len(game.reads)
+            n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
             actions.append(action)
             observations.append(text)
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
+            opened.append(set(turn.valid) - before)
+            states.append((frozenset(turn.valid), turn.score))
+            # Never the same action twice, unless it scored and a later action that scored
+            # nothing made it available again (the carrot put down can be taken again; the
+            # shirt put in its place is not taken out), then once more.
+            uses[action] += 1
+            tried.add(action)
+            if text.endswith(SCORED):
+                gained.add(action)
+            else:
+                tried -= {a for a in opened[-1] if a in gained and uses[a] < 2}
+            if opened[-1] & gained:
+                self.undoing.add(abstract(action, game.reads, seen)[0])
             last = action
             self.steps += 1
             if text.endswith(SCORED) and action not in self.scored:
                 self.scored.append(action)
             elif text.endswith(LOWERED):
                 self.tabu.add(action)
+        relevant = _relevant(actions, observations, docs, opened, states)
+        result = (tuple(actions), tuple(observations), tuple(docs), relevant)
         if game.success:
-            return StepResult(
-                game.score, None, True, tuple(actions), tuple(observations), tuple(docs)
-            )
+            return StepResult(game.score, None, True, *result)
         if observations and observations[-1].endswith(FAILED):
             self.tabu.add(last)
             verdict = f"The task failed after '{last}'."
@@ -133,29 +173,110 @@ class Player:
             verdict = (
                 f"The task was not completed in {len(actions)} steps (score {game.score:.2f})."
             )
-        return StepResult(
-            game.score, verdict, False, tuple(actions), tuple(observations), tuple(docs)
-        )
+        return StepResult(game.score, verdict, False, *result)
 
     def _choose(
         self,
         game: Game,
         plans: Sequence[Plan],
-        avoid: set[str],
+        outcomes: Outcomes | None,
         tried: set[str],
-        reads: list[str],
+        seen: str,
         rng: random.Random,
     ) -> str | None:
+        reads = game.reads
         fresh = [a for a in game.valid if a not in tried and a not in self.tabu]
+        safe = [a for a in fresh if outcomes is None or not outcomes.harmful(a, reads, seen)]
+        # Read what can be read before acting: the texts read give the plans their slots.
+        for a in safe:
+            if a.split()[0] == "read":
+                return a
         for plan in plans:
             for step in plan.steps:
-                for action in bind(step, plan.slots.get(step, {}), fresh, reads, game.observation):
-                    return action
-        ok = [
-            a
-            for a in fresh
-            if abstract(a, reads, game.observation)[0] not in avoid
-            and a.split()[0] not in ("examine", "inventory", "look")
-        ]
-        pool = ok or fresh
-        return rng.choice(pool) if pool else None
+                bound = bind(step, plan.slots.get(step, {}), safe, reads, seen)
+                if bound:  # the step allows these equally ("move <seen1>": any exit)
+                    return rng.choice(bound)
+        # An action of a shape some plan has a slotted step for, which that step did not
+        # bind, is one memory says does not apply here (cook what the recipe does not say
+        # to cook, or with another tool): not tried at random where that shape has ended
+        # a game (a put that only lowered the score can still be tried).
+        shaped = {step for plan in plans for step in plan.steps if "<" in step}
+        if shaped and outcomes is not None:
+            risky = shaped & set(outcomes.bad)
+            safe = [a for a in safe if abstract(a, reads, seen)[0] not in risky]
+        # Take what the texts read name (the task's object, the recipe's ingredients).
+        read_text = "\n".join(lines(reads))
+        for a in safe:
+            verb, _, thing = a.partition(" ")
+            if verb == "take" and thing and _named(read_text, thing):
+                return a
+        # Then act on what they name; else open what is closed; else anything untried.
+        # Then what helped in like states; then act on what they name, else open what is
+        # closed, else anything untried; what was often done to no effect comes last.
+        pool = [a for a in safe if a.split()[0] not in PASSIVE] or safe or fresh
+        if not pool:
+            return None
+        # "Named" by the documents read, if any (the task text names the cookbook and the
+        # kitchen, not what to do with them); else by the task text.
+        docs = reads[1:] or reads
+        rank = {
+            a: -1
+            if abstract(a, reads, seen)[0] in self.undoing
+            else self._rank(a, outcomes, reads, docs, seen)
+            for a in pool
+        }
+        best = max(rank.values())
+        return rng.choice([a for a in pool if rank[a] == best])
+
+    @staticmethod
+    def _rank(
+        action: str, outcomes: Outcomes | None, reads: list[str], docs: list[str], seen: str
+    ) -> int:
+        promise = 1 if outcomes is None else outcomes.promise(action, reads, seen)
+        if "<read" in abstract(action, docs, "")[0]:
+            tier = 2
+        else:
+            tier = 1 if action.split()[0] == "open" else 0
+        return 3 * promise + tier
+
+
+#: Verbs of actions that only inspect or close something: the explorer never picks them
+#: at random (they change nothing a task needs).
+PASSIVE = ("examine", "inventory", "look", "close")
+
+
+def _named(text: str, thing: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(thing.lower())}(?![\w-])", text) is not None
+
+
+def _relevant(
+    actions: Sequence[str],
+    observations: Sequence[str],
+    docs: Sequence[str],
+    opened: Sequence[set[str]],
+    states: Sequence[tuple[frozenset[str], float]],
+) -> tuple[int, ...]:
+    """The positions of the actions that mattered: those the game scored, those that read
+    a document, and, going back from each, the latest earlier action that made it
+    available (opening the fridge for the carrot, taking the knife for the slicing).
+    Detours that came back to where they started (same valid actions, same score: the
+    meal put down and taken again) are left out."""
+    looped: set[int] = set()
+    for m in range(len(actions)):
+        for j in range(m + 1):
+            if states[m + 1] == states[j]:
+                looped.update(range(j, m + 1))
+                break
+    need = {k for k, o in enumerate(observations) if o.endswith(SCORED) and k not in looped}
+    todo = sorted(need)
+    while todo:
+        k = todo.pop()
+        by = next(
+            (i for i in range(k - 1, -1, -1) if actions[k] in opened[i] and i not in looped),
+            None,
+        )
+        if by is not None and by not in need:
+            need.add(by)
+            todo.append(by)
+    need |= {k for k, d in enumerate(docs) if d}
+    return tuple(sorted(need))

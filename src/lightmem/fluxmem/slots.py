@@ -37,12 +37,16 @@ PURITY = 0.75
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One run: its actions and, for each, the texts read so far and the observation the
-    action was taken on."""
+    """One run: its actions and, for each, the texts read so far, the observation the
+    action was taken on and (optionally) what the action got back."""
 
     actions: Sequence[str]
     reads: Sequence[Sequence[str]]
     observations: Sequence[str]
+    results: Sequence[str] = ()
+
+    def result(self, k: int) -> str:
+        return self.results[k] if len(self.results) == len(self.actions) else ""
 
 
 def lines(texts: Iterable[str]) -> list[str]:
@@ -76,18 +80,15 @@ def abstract(action: str, reads: Sequence[str], observation: str) -> tuple[str, 
     if words:
         parts.append(("", words[0]))
     while i < len(words):
-        for j in range(min(len(words), i + MAX_SPAN), i, -1):
-            phrase = " ".join(words[i:j])
-            if all(w.lower() in _STOP for w in words[i:j]):
-                continue
-            kind = "read" if _has(read_text, phrase) else "seen" if _has(obs, phrase) else ""
-            if kind:
-                parts.append((kind, phrase))
-                i = j
-                break
-        else:
+        # The longest phrase read here, else the longest seen ("chicken wing" read beats
+        # "chicken wing in" seen in "You put the chicken wing in the fridge").
+        found = _span(words, i, read_text, "read") or _span(words, i, obs, "seen")
+        if found is None:
             parts.append(("", words[i]))
             i += 1
+        else:
+            parts.append(found[:2])
+            i = found[2]
     read_vals = [t for k, t in parts if k == "read"]
     if parts and any(parts[0][1].lower() in _heads(read_lines, v) for v in read_vals):
         parts[0] = ("head", parts[0][1])
@@ -103,11 +104,26 @@ def abstract(action: str, reads: Sequence[str], observation: str) -> tuple[str, 
     return " ".join(tokens), values
 
 
+#: One use of a step: its slot values, the read lines then, what the action got back, and
+#: the run's task text.
+_Instance = tuple[list[str], list[str], str, str]
+
+
+def _span(words: Sequence[str], i: int, text: str, kind: str) -> tuple[str, str, int] | None:
+    """The longest phrase of ``words`` from ``i`` (not only stop words) found in ``text``:
+    ``(kind, phrase, end)``."""
+    for j in range(min(len(words), i + MAX_SPAN), i, -1):
+        phrase = " ".join(words[i:j])
+        if not all(w.lower() in _STOP for w in words[i:j]) and _has(text, phrase):
+            return kind, phrase, j
+    return None
+
+
 @dataclass
 class _Seen:
     episodes: set[int]
     positions: list[float]
-    instances: list[tuple[list[str], list[str]]]  # (values, read lines)
+    instances: list[_Instance]
 
 
 def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[str, Any]]:
@@ -119,21 +135,28 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
         return [], {}
     need = max(1.0, quorum * len(runs))
     exact: dict[str, _Seen] = {}
+    local: set[str] = set()  # actions naming something read beyond the task text
     for e, run in enumerate(runs):
         n = max(1, len(run.actions) - 1)
         for k, act in enumerate(run.actions):
-            _note(exact, act.strip(), e, k / n, [], [])
+            _note(exact, act.strip(), e, k / n, [], [], "", "")
+            skel, values = abstract(act, run.reads[k], run.observations[k])
+            if not _task_bound(skel, values, _task(run.reads[k])):
+                local.add(act.strip())
     # A constant step is one most runs repeat word for word (and more than one run, if
-    # there are several: a value seen once is not yet a constant).
+    # there are several: a value seen once is not yet a constant), naming nothing read
+    # beyond the task text ("eat meal" can be one; "take carrot" after recipes naming
+    # carrots is not: the next recipe differs).
     need_const = max(need, len(runs) / 2, min(2, len(runs)))
-    constant = {a for a, s in exact.items() if len(s.episodes) >= need_const}
+    constant = {a for a, s in exact.items() if len(s.episodes) >= need_const and a not in local}
     shapes: dict[str, _Seen] = {}  # what varies: the actions that are not constant steps
     for e, run in enumerate(runs):
         n = max(1, len(run.actions) - 1)
         for k, act in enumerate(run.actions):
             if act.strip() not in constant:
                 skel, values = abstract(act, run.reads[k], run.observations[k])
-                _note(shapes, skel, e, k / n, values, lines(run.reads[k]))
+                rl, task = lines(run.reads[k]), _task(run.reads[k])
+                _note(shapes, skel, e, k / n, values, rl, run.result(k), task)
     steps: list[tuple[float, str]] = [(_mean(exact[a].positions), a) for a in constant]
     slots: dict[str, Any] = {}
     merged = _merge_picks(shapes, need)
@@ -154,13 +177,31 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
 
 
 def _note(
-    into: dict[str, _Seen], key: str, e: int, pos: float, values: list[str], rl: list[str]
+    into: dict[str, _Seen],
+    key: str,
+    e: int,
+    pos: float,
+    values: list[str],
+    rl: list[str],
+    result: str,
+    task: str,
 ) -> None:
     seen = into.setdefault(key, _Seen(set(), [], []))
     if e not in seen.episodes:
         seen.positions.append(pos)
     seen.episodes.add(e)
-    seen.instances.append((values, rl))
+    seen.instances.append((values, rl, result, task))
+
+
+def _task(reads: Sequence[str]) -> str:
+    """The task text: the first thing a run had read."""
+    return reads[0].lower() if reads else ""
+
+
+def _task_bound(skel: str, values: Sequence[str], task: str) -> bool:
+    """True if every read slot of an abstracted action took a value the task text names."""
+    kinds = [m.group(1) for m in _SLOT.finditer(skel)]
+    return all(_has(task, v) for k, v in zip(kinds, values, strict=True) if k == "read")
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -189,7 +230,9 @@ def _merge_picks(shapes: dict[str, _Seen], need: float) -> dict[str, _Seen]:
         for m in members:
             word = m.split()[p]
             merged.positions += shapes[m].positions
-            merged.instances += [(_insert(wild, v, word), r) for v, r in shapes[m].instances]
+            merged.instances += [
+                (_insert(wild, v, word), r, res, t) for v, r, res, t in shapes[m].instances
+            ]
             out.pop(m, None)
         out[wild.replace("*", "<pick1>")] = merged
     return out
@@ -206,7 +249,7 @@ def _insert(wild: str, values: list[str], word: str) -> list[str]:
     return out
 
 
-def _rules(skel: str, instances: list[tuple[list[str], list[str]]]) -> dict[str, Any] | None:
+def _rules(skel: str, instances: list[_Instance]) -> dict[str, Any] | None:
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(skel)]
     rules: dict[str, Any] = {}
     read = next((n for n in names if n.startswith("read")), None)
@@ -223,21 +266,21 @@ def _rules(skel: str, instances: list[tuple[list[str], list[str]]]) -> dict[str,
             if of is None:
                 return None
             table: dict[str, Counter[str]] = defaultdict(Counter)
-            for values, rl in instances:
+            for values, rl, result, _ in instances:
                 v = dict(zip(names, values, strict=True))
-                for key in _keys(of, v[of], rl):
+                for key in _keys(of, v[of], rl, result):
                     table[key][v[n]] += 1
             rules[n] = {"fill": "pick", "of": of, "table": {k: dict(c) for k, c in table.items()}}
     _depend(names, rules, instances)
     return rules
 
 
-def _depend(
-    names: list[str], rules: dict[str, Any], instances: list[tuple[list[str], list[str]]]
-) -> None:
+def _depend(names: list[str], rules: dict[str, Any], instances: list[_Instance]) -> None:
     """A later ``seen`` slot whose value follows from another slot ("put <seen1> in
     <seen2>": each thing has its place; "cook <read1> in <seen1>": the recipe's verb picks
-    the tool) becomes a ``pick`` keyed by that slot, whichever key predicts it best."""
+    the tool) becomes a ``pick`` keyed by that slot, whichever key predicts it best. A
+    value seen alone (one tool so far) is kept as a pick too: the step then applies only
+    where the key it was seen with comes back, not to everything in view."""
     for j, n in enumerate(names):
         if not n.startswith("seen") or j == 0:
             continue
@@ -246,12 +289,11 @@ def _depend(
             if not of.startswith(("read", "seen")):
                 continue
             table: dict[str, Counter[str]] = defaultdict(Counter)
-            for values, rl in instances:
-                for key in _keys(of, values[k], rl):
+            for values, rl, result, _ in instances:
+                for key in _keys(of, values[k], rl, result):
                     table[key][values[j].lower()] += 1
             total = sum(sum(c.values()) for c in table.values())
-            distinct = {v for c in table.values() for v in c}
-            if not total or len(distinct) < 2:
+            if not total:
                 continue
             agree = sum(max(c.values()) for c in table.values()) / total
             if agree >= PURITY and (best is None or agree > best[0]):
@@ -264,18 +306,31 @@ def _depend(
             }
 
 
-def _keys(of: str, value: str, read_lines: Sequence[str]) -> list[str]:
-    return _heads(read_lines, value) if of.startswith("read") else [value.lower()]
+def _keys(of: str, value: str, read_lines: Sequence[str], result: str = "") -> list[str]:
+    """What a slot's value is looked up by: for a read value, the heads of the lines that
+    mention it (narrowed, when the action's reply names some of them, to those: "You roast
+    the red apple" says which of "slice"/"roast" the action carried out); for a seen value,
+    the value itself."""
+    if not of.startswith("read"):
+        return [value.lower()]
+    heads = _heads(read_lines, value)
+    said = [h for h in heads if _has(result.lower(), h)]
+    return said or heads
 
 
 def _collapse(
-    skel: str, rules: dict[str, Any], instances: list[tuple[list[str], list[str]]]
+    skel: str, rules: dict[str, Any], instances: list[_Instance]
 ) -> tuple[str, dict[str, Any]]:
-    """A read/seen slot that always took the same value is a constant word again."""
+    """A read/seen slot that always took the same value is a constant word again; for a
+    read slot, only if the task text names it (recipes naming carrots say nothing of the
+    next recipe)."""
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(skel)]
     for idx, n in enumerate(names):
-        vals = {v[idx].lower() for v, _ in instances}
+        vals = {v[idx].lower() for v, _, _, _ in instances}
         used_by = [r for r in rules.values() if r.get("of") == n]
+        fixed = all(_has(t, v[idx].lower()) for v, _, _, t in instances)
+        if rules[n]["fill"] == "read" and not fixed:
+            continue
         if len(vals) == 1 and rules[n]["fill"] in ("read", "seen") and not used_by:
             skel = skel.replace(f"<{n}>", instances[0][0][idx], 1)
             del rules[n]
@@ -349,12 +404,17 @@ def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return best[2] if best else None
 
 
-def episode_run(node: Node, *, only_ending: tuple[str, ...] = ()) -> Run | None:
+def episode_run(
+    node: Node, *, only_ending: tuple[str, ...] = (), whole: bool = False
+) -> Run | None:
     """An episode's trajectory with what the agent had read before each action (the task
-    and the documents read earlier, or every earlier observation if it named none) and the
-    observation it acted on, if it recorded them.
-    ``only_ending`` keeps only the actions whose observation ends with one of those texts
-    (and the actions that read a document)."""
+    and the documents read earlier, or every earlier observation if it named none), the
+    observation it acted on and what each action got back, if it recorded them.
+
+    An episode that recorded which of its actions mattered (``relevant``: the ones that
+    scored and the ones that made those possible) gives only those, unless ``whole``;
+    otherwise ``only_ending`` keeps only the actions whose reply ends with one of those
+    texts (and the actions that read a document)."""
     acts = [str(a) for a in node.data.get("trajectory", [])]
     obs = [str(o) for o in node.data.get("observations", [])]
     if not acts or len(obs) != len(acts):
@@ -365,11 +425,86 @@ def episode_run(node: Node, *, only_ending: tuple[str, ...] = ()) -> Run | None:
     reads = [[task, *filter(None, docs[:k])] for k in range(len(acts))]
     # What the agent had seen before each action: the task and every earlier observation.
     before = ["\n".join([task, *obs[:k]]) for k in range(len(acts))]
-    keep = [
-        k
-        for k in range(len(acts))
-        if not only_ending or obs[k].endswith(only_ending) or (docs is not obs and docs[k])
-    ]
+    relevant = node.data.get("relevant")
+    if isinstance(relevant, list) and not whole:
+        keep = sorted({int(k) for k in relevant if isinstance(k, int) and 0 <= k < len(acts)})
+    else:
+        keep = [
+            k
+            for k in range(len(acts))
+            if whole
+            or not only_ending
+            or obs[k].endswith(only_ending)
+            or (docs is not obs and docs[k])
+        ]
     if not keep:
         return None
-    return Run([acts[k] for k in keep], [reads[k] for k in keep], [before[k] for k in keep])
+    return Run(
+        [acts[k] for k in keep],
+        [reads[k] for k in keep],
+        [before[k] for k in keep],
+        [obs[k] for k in keep],
+    )
+
+
+def signature(action: str, reads: Sequence[str], observation: str) -> tuple[str, list[set[str]]]:
+    """An action's shape and, per slot, what it is keyed by (see :func:`_keys`): "cook
+    carrot in stove" after a recipe saying "fry the carrot" -> ("cook <read1> in <seen1>",
+    [{"fry"}, {"stove"}]). A read value no read line verbs on keys by itself."""
+    skel, values = abstract(action, reads, observation)
+    names = [m.group(1) for m in _SLOT.finditer(skel)]
+    read_lines = lines(reads)
+    keys = []
+    for kind, value in zip(names, values, strict=True):
+        found = _keys(kind, value, read_lines) if kind == "read" else []
+        keys.append(set(found) or {value.lower()})
+    return skel, keys
+
+
+@dataclass
+class Outcomes:
+    """What actions of a given shape led to, keyed by what their slots were keyed by: a
+    memory of what helps and what harms that depends on the state ("cook <read1> in
+    stove" ended the game where the recipe said "grill", and scored where it said "fry"),
+    and of what was done often to no effect."""
+
+    bad: dict[str, list[list[set[str]]]]
+    good: dict[str, list[list[set[str]]]]
+    idle: Counter[str]
+
+    #: Times a shape must have been taken to no effect (and never helped) to count as idle.
+    IDLE = 3
+
+    @classmethod
+    def of(cls, runs: Iterable[tuple[Run, Sequence[bool | None]]]) -> Outcomes:
+        """From runs with, per action, True (it helped), False (it harmed) or None."""
+        out = cls({}, {}, Counter())
+        for run, verdicts in runs:
+            for k, verdict in enumerate(verdicts):
+                skel, keys = signature(run.actions[k], run.reads[k], run.observations[k])
+                if verdict is None:
+                    out.idle[skel] += 1
+                else:
+                    (out.good if verdict else out.bad).setdefault(skel, []).append(keys)
+        return out
+
+    def harmful(self, action: str, reads: Sequence[str], observation: str) -> bool:
+        """True if an action of this shape harmed in a state like this one (each slot's
+        keys overlap) and never helped in such a state."""
+        skel, keys = signature(action, reads, observation)
+        bad, good = self.bad.get(skel, []), self.good.get(skel, [])
+        return any(_like(b, keys) for b in bad) and not any(_like(g, keys) for g in good)
+
+    def promise(self, action: str, reads: Sequence[str], observation: str) -> int:
+        """2 if the shape helped in a like state, 0 if it was taken often to no effect and
+        never helped, else 1 (not known)."""
+        skel, keys = signature(action, reads, observation)
+        if any(_like(g, keys) for g in self.good.get(skel, ())):
+            return 2
+        if self.idle[skel] >= self.IDLE and skel not in self.good:
+            return 0
+        return 1
+
+
+def _like(seen: list[set[str]], keys: list[set[str]]) -> bool:
+    return len(seen) == len(keys) and all(a & b for a, b in zip(seen, keys, strict=True))

@@ -159,6 +159,7 @@ class TaskFlow:
         success = isinstance(reply, StepResult) and reply.success
         observations = list(reply.observations) if isinstance(reply, StepResult) else []
         reads = list(reply.reads) if isinstance(reply, StepResult) else []
+        relevant = list(reply.relevant) if isinstance(reply, StepResult) else []
         data = {
             "task": state.task,
             "status": "done",
@@ -167,6 +168,7 @@ class TaskFlow:
             "trajectory": list(reply.actions) if isinstance(reply, StepResult) else [],
             **({"observations": observations} if observations else {}),
             **({"reads": reads} if reads else {}),
+            **({"relevant": relevant} if relevant else {}),
             "repairs": [repair_record(r) for r in state.repairs],
         }
         error = reply.error if isinstance(reply, Crash) else ""

@@ -48,7 +48,10 @@ class StepResult:
     environment showed after each action (plain text, one per action); Stage III then
     turns what varies between runs into named slots filled from what the agent read.
     ``reads``: optionally, one per action, the document that action read (a recipe, a
-    map) or ""; without it every earlier observation counts as read."""
+    map) or ""; without it every earlier observation counts as read.
+    ``relevant``: optionally, the positions of the actions that mattered (say, those that
+    scored and those that made them possible); Stage III then induces skills from those
+    alone, not from the agent's detours."""
 
     result: Any
     feedback: str | Feedback | None = None
@@ -56,6 +59,7 @@ class StepResult:
     actions: tuple[str, ...] = ()
     observations: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
+    relevant: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

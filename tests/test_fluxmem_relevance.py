@@ -1,0 +1,191 @@
+"""What a run teaches: skills induced from the steps that mattered only, pick tables keyed
+by what the game said the action did, slots instead of one recipe's words, a memory of
+harmful actions that depends on the state, and the TextWorldExpress player's reading of
+its own runs (which steps mattered). No game engine needed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from lightmem.bench.twx_env import Game, Turn, TWXWorld
+from lightmem.bench.twx_policy import Player, _relevant, plans_from
+from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
+from lightmem.fluxmem.slots import Outcomes, Run, bind, induce
+from lightmem.fluxmem.types import Node
+from lightmem.types import Scope
+
+TASK = "You are hungry! Cook a meal. Check the cookbook for the recipe. Enjoy your meal!"
+_TOOL = {"roast": "oven", "grill": "toaster", "fry": "stove"}
+
+
+def _recipe(item: str, cut: str, cook: str) -> str:
+    return f"Ingredients:\n  {item}\nDirections:\n  {cut} the {item}\n  {cook} the {item}\n"
+
+
+def _game(item: str, cut: str, cook: str) -> tuple[list[str], list[str]]:
+    """A winning run with the explorer's detours: the dishwasher opened and closed, a
+    distractor taken (every run has them, so only knowing which steps mattered drops them)."""
+    acts = [
+        "read cookbook",
+        "open dishwasher",
+        "close dishwasher",
+        "take lemon",
+        f"take {item}",
+        "take knife",
+        f"{cut} {item}",
+        f"cook {item} in {_TOOL[cook]}",
+        "prepare meal",
+        "eat meal",
+    ]
+    obs = [
+        _recipe(item, cut, cook),
+        "You open the dishwasher.",
+        "You close the dishwasher.",
+        "You take the lemon.",
+        f"You take the {item}. Your score went up.",
+        "You take the knife.",
+        f"You {cut} the {item}. Your score went up.",
+        f"You {cook} the {item} with the {_TOOL[cook]}. Your score went up.",
+        "Adding the meal to your inventory. Your score went up.",
+        "You eat the meal. The task is complete.",
+    ]
+    return acts, obs
+
+
+GAMES = [("carrot", "slice", "roast"), ("salmon", "dice", "grill"), ("potato", "chop", "fry")]
+MATTERED = (0, 4, 5, 6, 7, 8, 9)  # the reading, the scored steps and the knife they needed
+
+
+def _run(acts: list[str], obs: list[str]) -> Run:
+    reads = [[TASK, *obs[:1]] if k else [TASK] for k in range(len(acts))]
+    return Run(acts, reads, ["\n".join([TASK, *obs[:k]]) for k in range(len(acts))], obs)
+
+
+def _agent(path: Path, relevant: tuple[int, ...]) -> FluxMemAgent:
+    agent = FluxMemAgent.open(path, config=FluxMemConfig(num_clusters=1))
+    for item, cut, cook in GAMES:
+        acts, obs = _game(item, cut, cook)
+        reads = tuple(obs[0] if k == 0 else "" for k in range(len(acts)))
+        result = StepResult(1, None, True, tuple(acts), tuple(obs), reads, relevant)
+
+        def play(context: str, r: StepResult = result) -> StepResult:
+            return r
+
+        agent.run_task(f"{TASK} ({item})", play)
+    return agent
+
+
+def test_skills_are_induced_from_the_steps_that_mattered(tmp_path: Path) -> None:
+    with _agent(tmp_path / "kept.db", MATTERED) as agent:
+        agent.consolidate()
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+    assert "take knife" in skill.steps and "eat meal" in skill.steps
+    assert not {"open dishwasher", "close dishwasher", "take lemon"} & set(skill.steps)
+    with _agent(tmp_path / "all.db", ()) as agent:  # nothing said what mattered
+        agent.consolidate()
+        (noisy,) = agent.graph.nodes("procedural", agent.scope)
+    assert {"open dishwasher", "take lemon"} <= set(noisy.steps)
+
+
+def test_pick_tables_are_keyed_by_what_the_reply_says_was_done() -> None:
+    steps, slots = induce([_run(*_game(*g)) for g in GAMES])
+    cook = next(s for s in steps if s.startswith("cook "))
+    (rule,) = [r for r in slots[cook].values() if r["fill"] == "pick"]
+    table = rule["table"]
+    # "You roast the carrot" names roast, not the slice the recipe also asks for.
+    assert table == {"roast": {"oven": 1}, "grill": {"toaster": 1}, "fry": {"stove": 1}}
+    new = [TASK, _recipe("tuna", "slice", "grill")]
+    valid = [f"cook tuna in {t}" for t in _TOOL.values()]
+    assert bind(cook, slots[cook], valid, new, "") == ["cook tuna in toaster"]
+
+
+def test_one_run_gives_slots_not_its_recipe() -> None:
+    acts, obs = _game("carrot", "slice", "roast")
+    steps, slots = induce([_run(acts, obs)])
+    assert "take <read1>" in steps and "take carrot" not in steps
+    assert "eat meal" in steps  # the task text names the meal: a constant
+    other = [TASK, _recipe("tuna", "dice", "fry")]
+    assert bind("take <read1>", slots["take <read1>"], ["take tuna", "take lemon"], other, "") == [
+        "take tuna"
+    ]
+
+
+def test_harmful_actions_depend_on_the_state() -> None:
+    grill, fry = _recipe("carrot", "slice", "grill"), _recipe("carrot", "slice", "fry")
+    burnt = Run(["cook carrot in stove"], [[TASK, grill]], [""], ["The task failed."])
+    fried = Run(["cook carrot in stove"], [[TASK, fry]], [""], ["Your score went up."])
+    memory = Outcomes.of([(burnt, [False]), (fried, [True])])
+    other = _recipe("beet", "dice", "grill")
+    assert memory.harmful("cook beet in stove", [TASK, other], "")  # grilled: not the stove
+    assert not memory.harmful("cook beet in stove", [TASK, _recipe("beet", "dice", "fry")], "")
+    assert not memory.harmful("cook beet in toaster", [TASK, other], "")
+
+
+def test_failed_attempts_of_an_episode_are_remembered_as_harmful() -> None:
+    acts, obs = _game("carrot", "slice", "grill")
+    data = {
+        "task": TASK,
+        "success": True,
+        "trajectory": acts,
+        "observations": obs,
+        "reads": [obs[0], *[""] * (len(acts) - 1)],
+        "attempts": [{"feedback": "The task failed after 'eat carrot'."}, {"feedback": None}],
+    }
+    node = Node("e1", "episodic", TASK, Scope(), data)
+    _, memory = plans_from('<episode id="e1">', {"e1": node})
+    reads = [TASK, _recipe("beet", "chop", "grill")]
+    assert memory.harmful("eat beet", reads, "")
+    assert not memory.harmful("eat meal", reads, "")
+
+
+def test_the_player_keeps_what_scored_and_what_enabled_it() -> None:
+    acts = ["open fridge", "take carrot", "put carrot in bin", "take carrot", "cook carrot"]
+    obs = ["You open it.", "Your score went up.", "Done.", "You take it.", "Your score went up."]
+    held = {"put carrot in bin", "cook carrot"}
+    opened = [{"take carrot"}, held, {"take carrot"}, held, set()]
+    a, b, c = frozenset({"open fridge"}), frozenset({"take carrot"}), frozenset(held)
+    states = [(a, 0.0), (b, 0.0), (c, 1.0), (b, 1.0), (c, 1.0), (frozenset(), 2.0)]
+    # The fridge opened for the carrot that scored; the put and the second take went round
+    # in a circle: the cooking is owed to the first take.
+    assert _relevant(acts, obs, [""] * 5, opened, states) == (0, 1, 4)
+
+
+class _Shelf(TWXWorld):
+    """A one-object game without the engine: taking the thing scores once; putting it
+    down scores only where ``scoring_put`` says (a shirt in its place), else nothing."""
+
+    def __init__(self, scoring_put: bool) -> None:  # no engine: nothing to start
+        self.scoring_put = scoring_put
+        self.game = Game("shelf", 0, "Tidy up.", "", [])
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.held, self.took = False, False
+        self.game = Game(name, seed, "Tidy up.", "You see a thing.", ["take thing"], ["Tidy up."])
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        up = (action == "take thing" and not self.took) or (
+            action == "put thing in box" and self.scoring_put
+        )
+        self.took = self.took or action == "take thing"
+        self.held = action == "take thing"
+        g.score += 1.0 if up else 0.0
+        g.valid = ["put thing in box"] if self.held else ["take thing"]
+        return Turn("Done.", g.valid, g.score, False, False, "Your score went up." if up else "")
+
+
+def test_the_player_retakes_what_it_scored_only_when_nothing_was_gained_by_putting_it_down() -> (
+    None
+):
+    # Put down for nothing (the carrot on the counter): taken again, once.
+    player = Player(_Shelf(scoring_put=False), 10, 0)
+    assert player.play("shelf", {}, 0, "train", ()).actions == (
+        "take thing",
+        "put thing in box",
+        "take thing",
+    )
+    # Put in its place, which scored (the shirt in the wardrobe): left there.
+    player = Player(_Shelf(scoring_put=True), 10, 0)
+    assert player.play("shelf", {}, 0, "train", ()).actions == ("take thing", "put thing in box")
