@@ -11,6 +11,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def open_store(
     yield make
     for s in opened:
         s.close()
-    if request.param == "postgres":
+    if request.param == "postgres" and opened:  # a skip (no PostgreSQL) opened none
         drop_schema(schema)
 
 
@@ -110,6 +111,8 @@ def test_conflicting_step_numbers_are_refused_naming_the_field(
     other = agent.resume_task(s.id)
     with pytest.raises(InvalidInputError, match=r"^step: step 0 .* different result; next is 1"):
         other.report(SOLVED, step=0)
+    with pytest.raises(InvalidInputError, match=r"^step: step 0 .* different result; next is 1"):
+        other.report(replace(MISLED, relevant=(0,)), step=0)  # every reported field counts
     with pytest.raises(InvalidInputError, match=r"^step: .* the next is step 1, not 4"):
         other.report(SOLVED, step=4)
     for bad in (-1, True, 10**9, "1"):

@@ -305,6 +305,7 @@ def step_key(reply: StepResult | Crash) -> str:
             "actions": list(reply.actions),
             "observations": list(reply.observations),
             "reads": list(reply.reads),
+            "relevant": list(reply.relevant),
         }
     text = json.dumps(fields, sort_keys=True, default=repr, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
