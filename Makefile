@@ -21,6 +21,10 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.core
 	$(VENV)/bin/lightmem demo
 
+# Compiled bytecode is cached even where the caller's environment sets PYTHONDONTWRITEBYTECODE:
+# the suite starts dozens of interpreters (xdist workers, servers, crash children), each of
+# which would otherwise compile lightmem from source again (and pytest re-rewrite its asserts).
+test: export PYTHONDONTWRITEBYTECODE :=
 # mypy (single-threaded, ~20 s cold) runs beside the parallel pytest pass, whose two workers
 # leave a core idle while a test waits (retry back-off, timeouts, servers, PostgreSQL); its
 # report is printed when both are done and either failing fails the target.
