@@ -21,11 +21,22 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.core
 	$(VENV)/bin/lightmem demo
 
+# Compiled bytecode is cached even where the caller's environment sets PYTHONDONTWRITEBYTECODE:
+# the suite starts dozens of interpreters (xdist workers, servers, crash children), each of
+# which would otherwise compile lightmem from source again (and pytest re-rewrite its asserts).
+test: export PYTHONDONTWRITEBYTECODE :=
+# mypy (single-threaded, ~20 s cold) runs beside the parallel pytest pass, whose two workers
+# leave a core idle while a test waits (retry back-off, timeouts, servers, PostgreSQL); its
+# report is printed when both are done and either failing fails the target.
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
-	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -n 2 -m 'not serial and not real_llm'
+	@log=$$(mktemp); $(VENV)/bin/mypy >$$log 2>&1 & mypy=$$!; \
+	echo "$(VENV)/bin/mypy (beside the parallel pass)"; \
+	echo "$(VENV)/bin/pytest -n 2 -m 'not serial and not real_llm'"; \
+	$(VENV)/bin/pytest -n 2 -m 'not serial and not real_llm'; tests=$$?; \
+	wait $$mypy; types=$$?; cat $$log; rm -f $$log; \
+	test $$tests -eq 0 && test $$types -eq 0
 	$(VENV)/bin/pytest -m 'serial or real_llm'
 
 fuzz: $(VENV)/.installed

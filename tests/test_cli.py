@@ -1,9 +1,11 @@
-"""The command line, run as a real subprocess; every command must be documented."""
+"""The command line; every command must be documented.
+
+Commands run in-process (``inprocess_cli.run``: ``main(argv)`` with its own streams and exit
+code); the demo, the entry point and the documented ``make`` targets run as real processes."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -11,33 +13,35 @@ from pathlib import Path
 
 import pytest
 
+from inprocess_cli import run
 from lightmem.cli.main import _parser
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def demo() -> subprocess.CompletedProcess[str]:
+    """One run of ``lightmem demo`` as a real process (the installed entry point's module),
+    shared by the tests that read its output."""
     return subprocess.run(
-        [sys.executable, "-m", "lightmem.cli.main", *args],
+        [sys.executable, "-m", "lightmem.cli.main", "demo"],
         capture_output=True,
         text=True,
-        input=stdin,
         timeout=120,
     )
 
 
-def test_demo_runs_offline_and_cites_sources() -> None:
-    out = run("demo")
+def test_demo_runs_offline_and_cites_sources(demo: subprocess.CompletedProcess[str]) -> None:
+    out = demo
     assert out.returncode == 0, out.stderr
     assert "source turn s1:5" in out.stdout  # the knee injury is found and cited
     assert "0 LLM calls" in out.stdout
     assert "19 memories and 5 topic summaries" in out.stdout
 
 
-def _demo_answers() -> dict[str, str]:
+def _demo_answers(out: str) -> dict[str, str]:
     """Each demo question with the source turn of its first answer."""
-    out = run("demo").stdout
     first: dict[str, str] = {}
     question = ""
     for line in out.splitlines():
@@ -74,8 +78,10 @@ _RETRIEVAL = (
         ),
     ],
 )
-def test_demo_answers_its_questions_first(question: str, turns: set[str]) -> None:
-    answers = _demo_answers()
+def test_demo_answers_its_questions_first(
+    question: str, turns: set[str], demo: subprocess.CompletedProcess[str]
+) -> None:
+    answers = _demo_answers(demo.stdout)
     assert answers[question] in turns, answers
 
 
@@ -217,6 +223,22 @@ def test_add_jsonl_from_stdin(tmp_path: Path) -> None:
 def test_errors_are_clean(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
+    # once as a real process: the entry point turns the error into exit code 2 and stderr
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lightmem.cli.main",
+            "--store",
+            str(tmp_path / "s.db"),
+            "add",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "error: file" in proc.stderr and not proc.stdout
     out = run("--store", str(tmp_path / "s.db"), "add", str(bad))
     assert out.returncode == 2 and "error: file" in out.stderr
     out = run("--store", str(tmp_path / "s.db"), "search", "  ")
@@ -275,33 +297,21 @@ def test_bench_cost_on_fixture() -> None:
     assert pre["prompt_tokens"] < raw["prompt_tokens"]  # pre-compression sends less
 
 
-def test_bench_locomo_llm_path_with_qa_against_the_stub(tmp_path: Path) -> None:
+def test_bench_locomo_llm_path_with_qa_against_the_stub(monkeypatch: pytest.MonkeyPatch) -> None:
     from lightmem.testing import OpenAIStubServer, ScriptedLLM
 
     with OpenAIStubServer(chat_handler=ScriptedLLM()) as stub:
-        env = {
-            **os.environ,
-            "LIGHTMEM_LLM_BASE_URL": stub.base_url,
-            "LIGHTMEM_LLM_MODEL": "stub",
-            "LIGHTMEM_LLM_API_KEY": "k",
-        }
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "lightmem.cli.main",
-                "bench",
-                "locomo",
-                str(FIXTURES / "locomo_tiny.json"),
-                "--llm",
-                "--qa",
-                "--budget-tokens",
-                "200",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
+        monkeypatch.setenv("LIGHTMEM_LLM_BASE_URL", stub.base_url)
+        monkeypatch.setenv("LIGHTMEM_LLM_MODEL", "stub")
+        monkeypatch.setenv("LIGHTMEM_LLM_API_KEY", "k")
+        out = run(
+            "bench",
+            "locomo",
+            str(FIXTURES / "locomo_tiny.json"),
+            "--llm",
+            "--qa",
+            "--budget-tokens",
+            "200",
         )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)

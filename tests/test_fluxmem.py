@@ -314,26 +314,12 @@ def test_pems_kmeans_and_alias() -> None:
 
 
 def test_bench_fluxmem_cli(tmp_path: Path) -> None:
+    from inprocess_cli import run
+
     plot = tmp_path / "pems.png"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lightmem.cli.main",
-            "bench",
-            "fluxmem",
-            "--seeds",
-            "1",
-            "--train",
-            "12",
-            "--test",
-            "10",
-            "--plot",
-            str(plot),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    out = run(
+        *("bench", "fluxmem", "--seeds", "1", "--train", "12", "--test", "10"),
+        *("--plot", str(plot)),
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -344,12 +330,7 @@ def test_bench_fluxmem_cli(tmp_path: Path) -> None:
         "stage1_2_3",
     }
     assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    demo = subprocess.run(
-        [sys.executable, "-m", "lightmem.cli.main", "demo", "fluxmem"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    demo = run("demo", "fluxmem")
     assert demo.returncode == 0 and "link_prune" in demo.stdout and "Solved" in demo.stdout
 
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from inprocess_cli import run
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Run, abstract, bind, induce
 from lightmem.fluxmem.stage3 import SkillDraft
@@ -171,15 +170,10 @@ def require_twx() -> None:
 def test_twx_benchmark_reports_every_arm_per_game(tmp_path: Path) -> None:
     require_twx()
     out = tmp_path / "twx.json"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "lightmem.cli.main", "bench", "fluxmem", "--env", "twx"),
-            *("--games", "coin", "--param", "coin:numLocations=2", "--seeds", "1"),
-            *("--train", "3", "--test", "2", "--rounds", "1", "--out", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run(
+        *("bench", "fluxmem", "--env", "twx"),
+        *("--games", "coin", "--param", "coin:numLocations=2", "--seeds", "1"),
+        *("--train", "3", "--test", "2", "--rounds", "1", "--out", str(out)),
     )
     assert proc.returncode == 0, proc.stderr
     coin = json.loads(proc.stdout)["games"]["coin"]

@@ -226,16 +226,15 @@ def test_mcp_purge_memory_tool(tmp_path: Path) -> None:
 
 def test_cli_purge(tmp_path: Path) -> None:
     import json
-    import subprocess
-    import sys
+
+    from inprocess_cli import CliResult, run
 
     db = tmp_path / "cli.db"
     conv = tmp_path / "conv.json"
     conv.write_text(json.dumps(_turns(SECRET, "m")))
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "lightmem.cli.main", "--store", str(db), *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    def cli(*args: str) -> CliResult:
+        return run("--store", str(db), *args)
 
     assert cli("--user-id", "maya", "add", str(conv)).returncode == 0
     refused = cli("purge")

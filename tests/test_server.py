@@ -301,28 +301,15 @@ def test_mcp_over_http_needs_a_key_and_isolates_tenants(
 
 
 def test_keys_cli(tmp_path: Path) -> None:
-    import subprocess
+    from inprocess_cli import run
 
-    cmd = [sys.executable, "-m", "lightmem.cli.main"]
-    out = subprocess.run(
-        [*cmd, "keys", "create", "--tenant", "acme", "--data-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = run("keys", "create", "--tenant", "acme", "--data-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
     key = json.loads(out.stdout)["key"]
-    listed = subprocess.run(
-        [*cmd, "keys", "list", "--data-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    listed = run("keys", "list", "--data-dir", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
     assert key not in listed.stdout and '"tenant": "acme"' in listed.stdout
-    bad = subprocess.run(
-        [*cmd, "keys", "create", "--tenant", "Bad Name!", "--data-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
+    bad = run("keys", "create", "--tenant", "Bad Name!", "--data-dir", str(tmp_path))
     assert bad.returncode == 2 and "tenant" in bad.stderr
 
 
