@@ -53,29 +53,14 @@ def _demo_answers(out: str) -> dict[str, str]:
     return first
 
 
-_RETRIEVAL = (
-    "hybrid retrieval ranks memories that match only the user's name (a term every memory "
-    "has, floored BM25 idf) as text evidence; fixed with the retrieval work (helper recall)"
-)
-
-
 @pytest.mark.parametrize(
     ("question", "turns"),
     [
         ("What race did Maya sign up for?", {"s1:1"}),
-        pytest.param(
-            "Does Maya have any injuries?",
-            {"s1:5", "s3:1"},
-        ),
-        pytest.param(
-            "What does Maya eat? Any diet restrictions?",
-            {"s1:6", "s1:7"},
-        ),
+        ("Does Maya have any injuries?", {"s1:5", "s3:1"}),
+        ("What does Maya eat? Any diet restrictions?", {"s1:6", "s1:7"}),
         ("Which project does Maya lead at work now?", {"s3:4"}),
-        pytest.param(
-            "How fast did Maya finish the half marathon?",
-            {"s4:1"},
-        ),
+        ("How fast did Maya finish the half marathon?", {"s4:1"}),
     ],
 )
 def test_demo_answers_its_questions_first(
