@@ -393,3 +393,18 @@ def test_migrate_copies_the_fluxmem_graph(tmp_path: Any) -> None:
     finally:
         drop_schema(schema)
         drop_schema(skipped)
+
+
+def test_a_restored_entry_keeps_its_creation_time(any_store: MemoryStore) -> None:
+    """Restoring a deleted entry from its first snapshot returns (and stores) the time it
+    was created, on both backends; the history snapshot carries it too."""
+    new = replace(_entry(4, "tunnel piano"), created_at=None, updated_at=None)  # as extracted
+    any_store.commit_extraction([(new, _vec(4))], [])
+    created = any_store.get_entry("e4", Scope())
+    assert created is not None and created.created_at is not None
+    added = any_store.history("e4", Scope())[0].after
+    assert added is not None and added["created_at"] == created.created_at.isoformat()
+    any_store.delete_entry("e4", Scope(), "d")
+    restored = any_store.restore_entry(MemoryEntry.from_dict(added), _vec(4), "r")
+    assert restored.created_at == created.created_at
+    assert any_store.get_entry("e4", Scope()) == restored

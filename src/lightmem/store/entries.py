@@ -37,6 +37,7 @@ from lightmem.store.sql import (
     history_from_row,
     message_from_row,
     scope_sql,
+    ts,
 )
 from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
@@ -280,11 +281,10 @@ class SQLStore(SQLBookkeeping):
                         raise Claimed()
                 for eid in provisional.stored_ids(s, replaces):
                     self._remove(s, eid)
-                for entry, vec in entries:
-                    self._write(s, entry, vec)
+                written = [self._write(s, entry, vec) for entry, vec in entries]
                 s.many(
                     f"INSERT INTO history ({_HISTORY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [self._event(e, "add", None, e, "extracted") for e, _ in entries],
+                    [self._event(e, "add", None, e, "extracted") for e in written],
                 )
         except Claimed:
             return False
@@ -321,8 +321,13 @@ class SQLStore(SQLBookkeeping):
                 )
             )
 
-    def _write(self, s: Session, e: MemoryEntry, vec: Vector) -> None:
+    def _write(self, s: Session, e: MemoryEntry, vec: Vector) -> MemoryEntry:
+        """Insert ``e`` and return it as stored: with its creation and update times (the
+        history snapshot and a caller's copy must say what the row says)."""
         check_vector(vec, self.dim)
+        now = datetime.now(UTC)
+        if e.created_at is None or e.updated_at is None:
+            e = replace(e, created_at=e.created_at or now, updated_at=e.updated_at or now)
         cols = ", ".join(("speaker_key", *self.index.extra_columns))
         values = (*entry_params(e), e.speaker.lower(), *self.index.extra_values(e, vec))
         row = s.one(
@@ -330,9 +335,10 @@ class SQLStore(SQLBookkeeping):
             values,
         )
         self.index.after_insert(s, int(row[0]), e, vec)
+        return e
 
     def _add(self, s: Session, e: MemoryEntry, vec: Vector, reason: str) -> None:
-        self._write(s, e, vec)
+        e = self._write(s, e, vec)
         self._log(s, e, "add", None, e, reason)
 
     def _remove(self, s: Session, entry_id: str) -> None:
@@ -467,11 +473,16 @@ class SQLStore(SQLBookkeeping):
             current = self._fetch(s, snapshot.id, Scope(), lock=True)
             if current is not None and current.scope != snapshot.scope:
                 raise NotFoundError(f"id: no memory entry {snapshot.id!r} in this scope")
-            top = s.one("SELECT max(version) FROM history WHERE entry_id = ?", (snapshot.id,))
-            new = _touched(snapshot, version=int(top[0] or 0) + 1)
+            top = s.one(
+                "SELECT max(version), min(at) FROM history WHERE entry_id = ?", (snapshot.id,)
+            )
+            # A restored memory keeps the time it was first created (snapshots written
+            # before creation times were stamped on them have none: the first event's).
+            born = snapshot.created_at or (current.created_at if current else None) or ts(top[1])
+            new = _touched(snapshot, version=int(top[0] or 0) + 1, created_at=born)
             if current is not None:
                 self._remove(s, snapshot.id)
-            self._write(s, new, vector)
+            new = self._write(s, new, vector)
             self._log(s, new, "restore", current, new, reason)
         return new
 
