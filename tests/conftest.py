@@ -4,13 +4,19 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
+
+if TYPE_CHECKING:
+    import httpx
+
+    from lightmem.server.tenancy import TenantPool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -145,3 +151,24 @@ settings.register_profile(
     "long", max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@contextmanager
+def acme_rest(tmp_path: Path, timeout: float = 120) -> Iterator[tuple[httpx.Client, TenantPool]]:
+    """A REST server on loopback over tenants in ``tmp_path``, and a client of tenant acme."""
+    import httpx
+
+    from lightmem.server.rest import create_app
+    from lightmem.server.tenancy import TenantPool
+    from lightmem.testing.live_server import LiveServer
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    try:
+        with LiveServer(create_app(pool, keys)) as url:
+            headers = {"Authorization": f"Bearer {keys.create('acme')}"}
+            with httpx.Client(base_url=url, headers=headers, timeout=timeout) as c:
+                yield c, pool
+    finally:
+        keys.close()
+        pool.close()

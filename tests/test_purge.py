@@ -3,19 +3,15 @@ leaves no copy of the text in the SQLite file or its WAL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from conftest import acme_rest
 from lightmem import InvalidInputError, LightMemory, NotFoundError
 from lightmem.fluxmem import FluxMemAgent, StepResult
-from lightmem.server.rest import create_app
 from lightmem.server.tenancy import TenantPool
-from lightmem.testing.live_server import LiveServer
 
 SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
 OTHER = "Bob keeps his bicycle in the garage beside the red ladder"
@@ -158,23 +154,8 @@ def test_no_copy_left_in_the_sqlite_file(tmp_path: Path, how: str) -> None:
     assert needle not in _file_bytes(path)
 
 
-@contextmanager
-def _rest(tmp_path: Path) -> Iterator[tuple[httpx.Client, TenantPool]]:
-    """A REST server on loopback over tenants in ``tmp_path``, and a client of tenant acme."""
-    pool = TenantPool(tmp_path / "data")
-    keys = pool.keys()
-    try:
-        with LiveServer(create_app(pool, keys)) as url:
-            headers = {"Authorization": f"Bearer {keys.create('acme')}"}
-            with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
-                yield c, pool
-    finally:
-        keys.close()
-        pool.close()
-
-
 def test_rest_purge_round_trip(tmp_path: Path) -> None:
-    with _rest(tmp_path) as (c, _pool):
+    with acme_rest(tmp_path, timeout=60) as (c, _pool):
         for user, text, tag in (("maya", SECRET, "m"), ("bob", OTHER, "b")):
             body = {"messages": _turns(text, tag), "force_extract": True, "user_id": user}
             assert c.post("/v1/memories", json=body).status_code == 200
@@ -199,7 +180,6 @@ def test_mcp_purge_memory_tool(tmp_path: Path) -> None:
     from fastmcp import Client
 
     from lightmem.server.mcp import create_mcp
-    from lightmem.server.tenancy import TenantPool
 
     pool = TenantPool(tmp_path / "data")
     tenant = pool.get("local")
@@ -308,7 +288,7 @@ def test_rest_and_mcp_purge_the_tenants_graph(tmp_path: Path) -> None:
 
     from lightmem.server.mcp import create_mcp
 
-    with _rest(tmp_path) as (c, pool):
+    with acme_rest(tmp_path, timeout=60) as (c, pool):
         assert c.post("/v1/fluxmem/knowledge", json={"docs": SECRET}).status_code == 200
         sid = c.post("/v1/fluxmem/tasks", json={"task": SECRET}).json()["session_id"]
         r = c.delete("/v1/fluxmem/graph")

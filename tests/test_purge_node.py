@@ -16,12 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import acme_rest
 from lightmem import InvalidInputError, LightMemory, NotFoundError
 from lightmem.fluxmem import FluxMemAgent, StepResult
-from lightmem.server.rest import create_app
 from lightmem.server.tenancy import TenantPool
 from lightmem.store import purge
-from lightmem.testing.live_server import LiveServer
 
 SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
 NEEDLE = b"31-07-1994"
@@ -152,16 +151,8 @@ def test_postgres_node_purge_vacuums_the_graph_tables(store_config: dict[str, An
 
 @pytest.fixture
 def rest(tmp_path: Path) -> Iterator[tuple[httpx.Client, TenantPool]]:
-    pool = TenantPool(tmp_path / "data")
-    keys = pool.keys()
-    try:
-        with LiveServer(create_app(pool, keys)) as url:
-            headers = {"Authorization": f"Bearer {keys.create('acme')}"}
-            with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
-                yield c, pool
-    finally:
-        keys.close()
-        pool.close()
+    with acme_rest(tmp_path) as pair:
+        yield pair
 
 
 def test_rest_and_mcp_purge_one_node(rest: tuple[httpx.Client, TenantPool]) -> None:

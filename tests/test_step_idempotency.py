@@ -18,16 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import drop_schema, require_postgres
+from conftest import acme_rest, drop_schema, require_postgres
 from lightmem import InvalidInputError, WordLlamaEmbedder
 from lightmem.cli.fluxmem_tables import ANALYSIS_DOC, DISTRACTORS, SPREADSHEET_DOC
 from lightmem.fluxmem import Feedback, FluxMemAgent, StepResult
-from lightmem.server.rest import create_app
 from lightmem.server.tenancy import TenantPool
 from lightmem.store.base import MemoryStore
 from lightmem.store.postgres import PostgresStore
 from lightmem.store.sqlite import SQLiteStore
-from lightmem.testing.live_server import LiveServer
 from lightmem.types import Scope
 
 TASK = "Which team has the most goals per player?"
@@ -156,16 +154,8 @@ def test_a_step_retried_from_another_process(tmp_path: Path, embedder: WordLlama
 
 @pytest.fixture
 def rest(tmp_path: Path) -> Iterator[tuple[httpx.Client, TenantPool]]:
-    pool = TenantPool(tmp_path / "data")
-    keys = pool.keys()
-    try:
-        with LiveServer(create_app(pool, keys)) as url:
-            headers = {"Authorization": f"Bearer {keys.create('acme')}"}
-            with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
-                yield c, pool
-    finally:
-        keys.close()
-        pool.close()
+    with acme_rest(tmp_path) as pair:
+        yield pair
 
 
 def test_rest_steps_are_idempotent_with_their_number(
