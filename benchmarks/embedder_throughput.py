@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 from lightmem.config import build_embedder, parse_config
 from lightmem.ledger import Ledger
@@ -22,7 +23,7 @@ from lightmem.types import entry_search_text
 
 
 def texts_of(path: str, n: int) -> list[str]:
-    data = json.load(open(path, encoding="utf-8"))
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
     out: list[str] = []
     for sample in data:
         conv = sample["conversation"]
