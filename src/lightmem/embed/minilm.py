@@ -7,6 +7,7 @@ import importlib.util
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,10 +51,17 @@ class MiniLMEmbedder(Embedder):
         self._path = Path(model_path).expanduser() if model_path is not None else None
         self._lock = threading.Lock()
         self._model: BertEncoder | None = None
+        self._blas: Any = None
 
     def _load(self) -> BertEncoder:
         with self._lock:
             if self._model is None:
+                try:
+                    from threadpoolctl import ThreadpoolController
+                except ImportError as exc:
+                    hint = f"pip install 'lightmem[minilm]' and {INSTALL_HINT}"
+                    raise BackendError(f"the minilm embedder needs: {hint}") from exc
+                self._blas = ThreadpoolController()
                 folder = self._path or packaged_model()
                 model = BertEncoder(folder, max_tokens=256)
                 if model.hidden != self.dim:
@@ -64,4 +72,8 @@ class MiniLMEmbedder(Embedder):
             return self._model
 
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
-        return self._load().encode(texts)
+        model = self._load()
+        # One BLAS thread: the products are small, and a threaded BLAS spends its CPU
+        # spinning (measured on 2 loaded cores: 8.6 against 114 ms CPU per query).
+        with self._blas.limit(limits=1, user_api="blas"):
+            return model.encode(texts)
