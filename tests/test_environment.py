@@ -52,3 +52,13 @@ def test_suite_passes_with_library_variables_set() -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_the_harness_switches_reach_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI's LIGHTMEM_REQUIRE_* flags (a missing service fails instead of skipping) and the
+    LIGHTMEM_TEST_* settings are the harness's, not the library's: they are not cleared."""
+    monkeypatch.setenv("LIGHTMEM_REQUIRE_BROWSER", "1")
+    monkeypatch.setenv("LIGHTMEM_TEST_PG_DSN", "postgresql://x@127.0.0.1:1/x")
+    assert library_vars(os.environ) == []
+    monkeypatch.setenv("LIGHTMEM_STORE", "x.db")
+    assert library_vars(os.environ) == ["LIGHTMEM_STORE"]

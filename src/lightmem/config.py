@@ -26,7 +26,15 @@ from lightmem.store.base import MemoryStore
 
 INDEX_STRATEGIES = ("embedding", "context", "hybrid")
 RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
-EMBEDDERS = ("wordllama", "huggingface", "openai", "use-multilingual", "e5-small", "multilingual")
+EMBEDDERS = (
+    "wordllama",
+    "minilm",
+    "huggingface",
+    "openai",
+    "use-multilingual",
+    "e5-small",
+    "multilingual",
+)
 # The published vector-store names: each maps to the configured store (module docstring).
 VECTOR_RETRIEVERS = ("sqlite", "qdrant", "faiss", "FAISS")
 # ``text_embedder: {model_name: "multilingual"}``: the multilingual embedder chosen by
@@ -359,6 +367,11 @@ def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
 
         _no_dims(s, E5SmallEmbedder.dim)
         return E5SmallEmbedder(ledger=ledger)
+    if s.embedder == "minilm":
+        from lightmem.embed.minilm import MiniLMEmbedder
+
+        _no_dims(s, MiniLMEmbedder.dim)
+        return MiniLMEmbedder(s.embedder_model or None, ledger=ledger)
     if s.embedder == "wordllama":
         from lightmem.embed.wordllama import WordLlamaEmbedder
 

@@ -40,6 +40,7 @@ _READ_COMMANDS = (
     "offline-update",
     "summarize",
     "stats",
+    "re-embed",
 )
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from lightmem.cli import memory_commands
+from lightmem.cli import memory_commands, reembed
 from lightmem.cli.args import count, load_config
 from lightmem.cli.bench import add_bench_parser, run_bench
 from lightmem.errors import LightMemError
@@ -147,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     mg.add_argument("--schema", default="lightmem")
     mg.add_argument("--skip-graph", action="store_true", help="migrate without the FluxMem graph")
 
+    reembed.add_parser(sub)
     add_bench_parser(sub)
     return p
 
@@ -181,6 +182,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         report = migrate(args.source, args.target, schema=args.schema, skip_graph=args.skip_graph)
         print(json.dumps(report, indent=2))
         return 0 if report["verified"] else 1
+    if args.command == "re-embed":
+        return reembed.run(args, sys.stdout)
     if args.command in ("serve", "mcp", "keys"):
         from lightmem.cli import serve
 

@@ -11,6 +11,7 @@ from typing import Protocol
 from lightmem.ledger import UsageRecord
 from lightmem.store.graph import GraphStore
 from lightmem.store.purge import PurgeReport
+from lightmem.store.reembed import ReembedReport, TextEmbedder
 from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
@@ -135,6 +136,10 @@ class MemoryStore(MessageBuffer, EntryStore, EntrySearch, Bookkeeping, Protocol)
 
     def graph(self) -> GraphStore:
         """The FluxMem graph kept in the same database."""
+
+    def reembed(self, embedder: TextEmbedder, *, batch: int = 256) -> ReembedReport:
+        """Recompute every stored vector with ``embedder`` and switch the store to it (see
+        :mod:`lightmem.store.reembed`)."""
 
     def close(self) -> None: ...
     def __enter__(self) -> MemoryStore: ...

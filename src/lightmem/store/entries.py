@@ -24,6 +24,7 @@ from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
 from lightmem.store.provenance import entries_citing
 from lightmem.store.purge import PurgeReport, purge
+from lightmem.store.reembed import EntryVectors, ReembedReport, TextEmbedder, reembed
 from lightmem.store.sql import (
     ENTRY_COLS,
     buffered_from_rows,
@@ -68,7 +69,7 @@ _USAGE_FIELDS = ("calls", "items", "prompt_tokens", "completion_tokens", "latenc
 _CHUNK = 500  # ids per IN (...) list
 
 
-class EntryIndex(Protocol):
+class EntryIndex(EntryVectors, Protocol):
     """The backend's search piece: vectors and full text of entries."""
 
     #: Entry columns the piece fills besides :data:`~lightmem.store.sql.ENTRY_COLS`.
@@ -145,6 +146,14 @@ class SQLStore(SQLBookkeeping):
                     "use the same embedder or a new store"
                 )
         self.dim = self.index.dim = dim
+
+    def reembed(self, embedder: TextEmbedder, *, batch: int = 256) -> ReembedReport:
+        """Recompute every stored vector with ``embedder`` and switch the store to it in
+        one transaction (resumable; see :mod:`lightmem.store.reembed`). Afterwards the
+        store opens with ``embedder`` only."""
+        report = reembed(self.db, self.index, self._graph.index, embedder, batch=batch)
+        self.dim = self.index.dim = embedder.dim
+        return report
 
     # -- message buffer -------------------------------------------------------------------
     def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> int:

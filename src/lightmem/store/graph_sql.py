@@ -36,6 +36,9 @@ class NodeIndex(Protocol):
     def delete(self, s: Session, node_id: str) -> None:
         """Remove the node row with its vector and full text (no-op when absent)."""
 
+    def set_node_vectors(self, s: Session, rows: Sequence[tuple[int, Vector]]) -> None:
+        """Replace the vectors of node rows (rid, vector): a re-embed's switch."""
+
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]: ...
     def vector_search(
         self, kind: NodeKind, query: Vector, scope: Scope, k: int

@@ -77,6 +77,8 @@ NOT_COPIED: dict[str, str] = {
     "graph_vectors": "copied as graph_nodes.embedding",
     "graph_fts": "derived: the target computes its own full-text terms (search_terms)",
     "index_log": "derived: the change log of the SQLite search index",
+    "reembed_vectors": "derived: vectors an interrupted re-embed staged; run again on the "
+    "target, it embeds them again",
 }
 
 

@@ -19,6 +19,7 @@ from lightmem.store.schema_tables import (
     entry_validity,
     graph_scope,
     graph_tables,
+    reembed_vectors,
 )
 from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import POSTGRES
@@ -153,4 +154,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     FilledMigration("pg_search_terms", _SEARCH_TERMS_BEFORE, _fill_terms),
     Migration("task_sessions", task_sessions_table(_TYPES)),
     Migration("task_session_steps", task_session_steps(_TYPES)),
+    Migration("reembed_vectors", reembed_vectors("BYTEA")),
 )

@@ -182,6 +182,28 @@ class PostgresEntryIndex:
             c.execute(self._hnsw(self.dim))
         self._indexed = None
 
+    # -- re-embedding (lightmem.store.reembed) -------------------------------------------
+    def begin_reembed(self, s: Session, dim: int) -> None:
+        """Lock out writers (and readers of entries), and give the vector column the new
+        dimension: dropped with its HNSW index, added empty, filled by ``set_vectors``."""
+        s.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
+        s.execute("LOCK TABLE graph_nodes, graph_history IN EXCLUSIVE MODE")
+        s.execute("DROP INDEX IF EXISTS entries_hnsw")
+        s.execute("ALTER TABLE entries DROP COLUMN IF EXISTS embedding")
+        s.execute(f"ALTER TABLE entries ADD COLUMN embedding vector({int(dim)})")
+
+    def set_vectors(self, s: Session, rows: Sequence[tuple[int, Vector]]) -> None:
+        s.many("UPDATE entries SET embedding = ? WHERE rid = ?", [(v, rid) for rid, v in rows])
+
+    def end_reembed(self, s: Session, dim: int, rows: int) -> None:
+        width = 2 if self.vector_index == "halfvec" else 4
+        s.execute(hnsw_build_settings(rows, width * dim, self.build_workers))
+        s.execute(self._hnsw(dim))
+        s.execute("ANALYZE entries")
+
+    def after_reembed(self, dim: int) -> None:
+        self.dim, self._indexed = dim, None
+
     def integrity(self, s: Session) -> list[str]:
         problems: list[str] = []
         missing = s.one("SELECT count(*) FROM entries WHERE embedding IS NULL")[0]
@@ -256,6 +278,9 @@ class PostgresNodeIndex:
 
     def delete(self, s: Session, node_id: str) -> None:
         s.execute("DELETE FROM graph_nodes WHERE id = ?", (node_id,))
+
+    def set_node_vectors(self, s: Session, rows: Sequence[tuple[int, Vector]]) -> None:
+        s.many("UPDATE graph_nodes SET embedding = ? WHERE rid = ?", [(v, rid) for rid, v in rows])
 
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]:
         where, params = scope_sql(POSTGRES, scope)

@@ -97,6 +97,7 @@ def purge(
             removed = _purge_entry(s, db, entries, scope, entry_id)
         else:
             removed = _purge_scope(s, db, entries, nodes, scope)
+        _drop_staged(s)
     target = f"entry {entry_id}" if entry_id is not None else scope.label()
     return _report(db, target, removed)
 
@@ -108,6 +109,7 @@ def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
     with db.erasing(), db.transaction() as s:
         where, params = scope_sql(db.dialect, scope)
         removed = _purge_graph_rows(s, nodes, where, params)
+        _drop_staged(s)
     return _report(db, f"graph of {scope.label()}", removed)
 
 
@@ -121,6 +123,7 @@ def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> Pu
     :class:`~lightmem.errors.NotFoundError` when neither is in this scope."""
     with db.erasing(), db.transaction() as s:
         removed = _purge_node(s, db, nodes, scope, node_id)
+        _drop_staged(s)
     return _report(db, f"node {node_id}", removed)
 
 
@@ -211,6 +214,12 @@ def _holds(value: Any, texts: set[str]) -> bool:
     if isinstance(value, list):
         return any(_holds(v, texts) for v in value)
     return False
+
+
+def _drop_staged(s: Session) -> None:
+    """Vectors staged by an interrupted re-embed may be of the purged texts: dropped (a
+    rerun embeds again what it still needs)."""
+    s.execute("DELETE FROM reembed_vectors")
 
 
 def _report(db: Database, target: str, removed: dict[str, int]) -> PurgeReport:

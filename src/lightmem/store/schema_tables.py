@@ -156,3 +156,14 @@ ALTER TABLE entries ADD COLUMN superseded_by TEXT;
 ALTER TABLE entries ADD COLUMN valid_to {t.real};
 CREATE INDEX IF NOT EXISTS entries_superseded_by ON entries (superseded_by)
 """
+
+
+def reembed_vectors(blob: str) -> str:
+    """Vectors computed by an interrupted or running re-embed (:mod:`lightmem.store.reembed`),
+    by target embedder and text digest: a rerun resumes from them, the switch clears them."""
+    return f"""
+CREATE TABLE IF NOT EXISTS reembed_vectors (
+    embedder TEXT NOT NULL, digest TEXT NOT NULL, vec {blob} NOT NULL,
+    PRIMARY KEY (embedder, digest)
+)
+"""

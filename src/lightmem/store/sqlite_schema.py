@@ -15,6 +15,7 @@ from lightmem.store.schema_tables import (
     entry_validity,
     graph_scope,
     graph_tables,
+    reembed_vectors,
 )
 from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import SQLITE
@@ -66,6 +67,7 @@ INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT 
     Migration(entry_time.STEP, entry_time.add_columns(_TYPES.real)),
     Migration("entry_validity", entry_validity(_TYPES)),
     Migration("task_session_steps", task_session_steps(_TYPES)),
+    Migration("reembed_vectors", reembed_vectors("BLOB")),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

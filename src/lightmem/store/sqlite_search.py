@@ -64,6 +64,25 @@ class SQLiteEntryIndex:
             n += 1
         return n
 
+    # -- re-embedding (lightmem.store.reembed) -------------------------------------------
+    def begin_reembed(self, s: Session, dim: int) -> None:
+        pass  # the write transaction holds the whole file; blobs take any size
+
+    def set_vectors(self, s: Session, rows: Sequence[tuple[int, Vector]]) -> None:
+        s.many("UPDATE vectors SET vec = ? WHERE rid = ?", [(v.tobytes(), rid) for rid, v in rows])
+
+    def end_reembed(self, s: Session, dim: int, rows: int) -> None:
+        # Vectors changed in place, which the index log does not record: a new epoch makes
+        # every process (and the saved file) rebuild its search columns from the file.
+        s.execute("UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'index_epoch'")
+
+    def after_reembed(self, dim: int) -> None:
+        """Rebuild this process's columns (and IVF index) now; a large store's build is
+        saved over the old file."""
+        with self.db.read():
+            self.dim, self.cache, self._seen = dim, None, None
+            self.rows()
+
     def integrity(self, s: Session) -> list[str]:
         problems: list[str] = []
         res = s.all("PRAGMA integrity_check")
@@ -175,6 +194,12 @@ class SQLiteNodeIndex:
             ("graph_nodes", "rid"),
         ):
             s.execute(f"DELETE FROM {table} WHERE {col} = ?", (row[0],))
+
+    def set_node_vectors(self, s: Session, rows: Sequence[tuple[int, Vector]]) -> None:
+        s.many(
+            "UPDATE graph_vectors SET vec = ? WHERE rid = ?",
+            [(v.tobytes(), rid) for rid, v in rows],
+        )
 
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]:
         with self.db.read() as s:
