@@ -327,12 +327,23 @@ def test_a_task_started_on_one_server_is_finished_on_another_and_after_a_restart
 
 
 _VICTIM = """
-import sys
-from lightmem.fluxmem import Feedback, FluxMemAgent, StepResult, session
+import sys, time
+from lightmem.fluxmem import Feedback, FluxMemAgent, OfflineReasoner, StepResult, session
 session.STEP_LEASE_S = 0.5  # this worker's claims end soon after it dies
-agent = FluxMemAgent.open(sys.argv[1])
+
+class HangsInItsSecondStep(OfflineReasoner):  # so the kill lands mid-step on any machine
+    calls = 0
+
+    def attribute(self, task, feedback):
+        self.calls += 1
+        if self.calls == 2:
+            print("mid-step", flush=True)
+            time.sleep(600)
+        return super().attribute(task, feedback)
+
+agent = FluxMemAgent.open(sys.argv[1], reasoner=HangsInItsSecondStep())
 s = agent.resume_task(sys.argv[2])
-for i in range(100):
+for i in range(2):
     s.report(StepResult(i, Feedback("missing", f"detail {i} about players"), False))
     print("ack", flush=True)
 """
@@ -353,8 +364,8 @@ def test_a_worker_killed_mid_step_leaves_a_session_others_can_finish(tmp_path: P
         [sys.executable, "-c", _VICTIM, str(path), sid], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ack"  # one step done, the next one under way
-    time.sleep(0.01)
+    assert proc.stdout.readline().strip() == "ack"  # one step done
+    assert proc.stdout.readline().strip() == "mid-step"  # the next one holds its claim
     proc.kill()
     proc.wait(timeout=30)
     with FluxMemAgent.open(path) as b:
