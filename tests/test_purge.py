@@ -225,9 +225,8 @@ def test_cli_purge(tmp_path: Path) -> None:
     assert b"31-07-1994" not in db.read_bytes()
 
 
+@pytest.mark.parametrize("store_config", ["postgres"], indirect=True)
 def test_postgres_purge_vacuums_the_touched_tables(store_config: dict[str, Any]) -> None:
-    if store_config["provider"] != "postgres":
-        pytest.skip("PostgreSQL's VACUUM tail (the SQLite tail is checked on the file bytes)")
     import psycopg
 
     with LightMemory.from_config({"store": store_config}) as mem:

@@ -126,9 +126,8 @@ def test_a_node_already_undone_is_purged_from_its_history(tmp_path: Path) -> Non
         assert maya.history(1000) == [] and NEEDLE not in _file_bytes(path)
 
 
+@pytest.mark.parametrize("store_config", ["postgres"], indirect=True)
 def test_postgres_node_purge_vacuums_the_graph_tables(store_config: dict[str, Any]) -> None:
-    if store_config["provider"] != "postgres":
-        pytest.skip("PostgreSQL's VACUUM tail (the SQLite tail is checked on the file bytes)")
     import psycopg
 
     with LightMemory.from_config({"store": store_config}) as mem:

@@ -283,11 +283,10 @@ def test_a_crash_in_the_switch_rolls_everything_back(
             np.testing.assert_allclose(stored[eid], vec, atol=1e-5)
 
 
+@pytest.mark.parametrize("store_config", ["postgres"], indirect=True)
 def test_postgres_vector_column_and_hnsw_index_take_the_new_dimension(
     store_config: dict[str, Any], conversation: list[dict[str, Any]], new: WordLlamaEmbedder
 ) -> None:
-    if store_config["provider"] != "postgres":
-        pytest.skip("the pgvector column and its HNSW index")
     import psycopg
 
     with LightMemory.from_config({"store": store_config}) as mem:
