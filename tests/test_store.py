@@ -318,6 +318,12 @@ def test_postgres_survives_a_server_restart() -> None:
     store = PostgresStore(dsn, schema=schema, pool_size=2)
     store.bind_embedder("test", DIM)
     store.commit_extraction([(_entry(1, "before the restart"), _vec(1))], [])
+    import psycopg
+
+    # A checkpoint now, so the shutdown's own is short: a spread checkpoint of the suite's
+    # many schemas took minutes on a loaded machine, past pg_ctl's wait.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
     # no pipes: the restarted server would hold them open
     subprocess.run(
         restart, shell=True, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
