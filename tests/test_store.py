@@ -307,6 +307,8 @@ def test_postgres_survives_a_server_restart() -> None:
     import os
     import subprocess
 
+    import psycopg
+
     from conftest import drop_schema, require_postgres
     from lightmem.store.postgres import PostgresStore
 
@@ -318,8 +320,6 @@ def test_postgres_survives_a_server_restart() -> None:
     store = PostgresStore(dsn, schema=schema, pool_size=2)
     store.bind_embedder("test", DIM)
     store.commit_extraction([(_entry(1, "before the restart"), _vec(1))], [])
-    import psycopg
-
     # A checkpoint now, so the shutdown's own is short: a spread checkpoint of the suite's
     # many schemas took minutes on a loaded machine, past pg_ctl's wait.
     with psycopg.connect(dsn, autocommit=True) as conn:
