@@ -218,6 +218,8 @@ def test_ivf_recall_on_clustered_vectors(tmp_path: Path) -> None:
         got = {i for i, _ in store.vector_search(q, Scope(), Filters(), 10)}
         recalls.append(len(got & truth) / 10)
     assert store.entry_index.cache is not None and store.entry_index.cache.ann is not None
+    # lists_per_sqrt (4) times sqrt(n) lists: finer than sqrt(n), for recall at 1M rows
+    assert store.entry_index.cache.ann.nlist == int(4 * np.sqrt(3000))
     store.close()
     assert float(np.mean(recalls)) >= 0.9
 

@@ -42,7 +42,7 @@ ROW_SQL = (
     "FROM entries e JOIN vectors v ON v.rid = e.rid WHERE {where} ORDER BY e.rid"
 )
 _CHUNK = 20_000  # rows read and indexed at a time (bounds the memory of a rebuild)
-GROWN = ("matrix", "rids", "ts", "alive")  # sections read with room to append
+GROWN = ("matrix", "rids", "ts", "alive")  # sections saved with room to append
 _SAMPLE = 8  # ids checked against the store when a saved file is read
 
 
@@ -125,7 +125,7 @@ class SavedIndex:
 
     def _load(self, s: Session, dim: int | None, stemmer: Stemmer) -> VectorRows:
         assert self.path is not None
-        meta, arrays = index_file.read(self.path, GROWN)
+        meta, arrays = index_file.read(self.path)
         if meta.get("format") != FORMAT:
             raise index_file.DamagedIndexFile(f"format {meta.get('format')!r}, not {FORMAT}")
         epoch = store_epoch(s)
@@ -167,7 +167,7 @@ class SavedIndex:
             "log_seq": st.log_seq,
         }
         try:
-            index_file.write(self.path, meta, rows.to_arrays())
+            index_file.write(self.path, meta, rows.to_arrays(), GROWN)
         except OSError as exc:
             # Derived data: searches go on from memory, the next open rebuilds or catches up.
             log.warning("search index %s not saved: %s", self.path, exc)

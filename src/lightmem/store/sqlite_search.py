@@ -128,7 +128,7 @@ class SQLiteEntryIndex:
             return False
         if ann is not None and cache.n <= 4 * ann.trained_rows:
             return False
-        cache.build_ann()
+        cache.build_ann(self.policy.lists_per_sqrt)
         return True
 
     def close(self) -> None:

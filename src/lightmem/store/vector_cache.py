@@ -122,10 +122,10 @@ class VectorRows:
         self.n_dead += int(pos.size)
         return int(pos.size)
 
-    def build_ann(self) -> None:
+    def build_ann(self, lists_per_sqrt: int) -> None:
         """Train the IVF index on the current rows (removed rows are trained on too and
         skipped by every search)."""
-        self.ann = IVFIndex.train(self.matrix)
+        self.ann = IVFIndex.train(self.matrix, lists_per_sqrt)
 
     # -- filters ----------------------------------------------------------------------
     def mask(
