@@ -3,6 +3,7 @@ by two connections, saved beside the file, and rebuilt when the saved copy does 
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sqlite3
@@ -386,6 +387,39 @@ def test_purge_rewrites_the_saved_index_without_the_entry(tmp_path: Path) -> Non
     store = _open(path)
     assert store.text_search(["zanzibar"], Scope(), Filters(), 3) == []
     store.close()
+
+
+def _mapped_deleted(index: Path) -> list[str]:
+    """Mappings of this process of a removed file at ``index``'s path."""
+    gc.collect()
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    return [m for m in maps if str(index) in m and "(deleted)" in m]
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
+def test_after_a_purge_no_process_keeps_the_old_index_file_mapped(tmp_path: Path) -> None:
+    """Columns are mapped from the saved file: after a purge the purging store and every
+    other one reading the file let go of the old file (whose blocks hold the purged
+    vector) and map the rewritten one."""
+    path = tmp_path / "m.db"
+    store = _open(path)
+    _fill(store, 40)
+    store.commit_extraction([(_entry(999, "zanzibar"), _vec(999))], [])
+    store.vector_search(_vec(0), Scope(), Filters(), 3)
+    store.close()
+    index = _saved(path)
+    purger, other = _open(path), _open(path)
+    try:
+        for s in (purger, other):  # both map the saved file
+            assert s.vector_search(_vec(999), Scope(), Filters(), 1)[0][0] == "e999"
+        purger.purge(Scope("u"), "e999")
+        for s in (purger, other):
+            assert "e999" not in [i for i, _ in s.vector_search(_vec(999), Scope(), Filters(), 3)]
+        assert _mapped_deleted(index) == []
+        assert any(str(index) in m for m in Path("/proc/self/maps").read_text().splitlines())
+    finally:
+        purger.close()
+        other.close()
 
 
 def test_a_bad_index_policy_names_its_field() -> None:

@@ -16,6 +16,7 @@ after a SQLite commit and before a save leaves an older file: it is caught up fr
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,13 +175,25 @@ class SavedIndex:
             return
         st.changes = 0
 
-    def rewrite(self, rows: VectorRows) -> None:
-        """Replace an existing file now (after a purge): removed, and saved again if the
-        store is still of the size that is saved."""
+    def rewrite(self, rows: VectorRows) -> bool:
+        """Replace an existing file now (after a purge): removed, saved again if the store
+        is still of the size that is saved, under a new epoch then given to the store.
+
+        The new epoch makes every process drop columns mapped from the old file (see
+        :mod:`lightmem.store.index_file`) and read the new one: a mapping would keep the
+        removed file's blocks, purged vectors included, on disk until that process
+        closed. False when there was no file to replace."""
         if self.path is None or self.db.read_only or not self.path.exists():
-            return
+            return False
         self.path.unlink()  # first: should the save fail, no purged row stays on disk
+        epoch = secrets.token_hex(16)
+        self.state.epoch = epoch
         self.save(rows, force=True)
+        # After the file: a process that sees the new epoch finds the file that has it
+        # (a crash in between leaves a file of an unknown epoch, which is rebuilt).
+        with self.db.transaction() as t:
+            t.execute("UPDATE meta SET value = ? WHERE key = 'index_epoch'", (epoch,))
+        return True
 
 
 def _log_max(s: Session) -> int:

@@ -139,9 +139,13 @@ class SQLiteEntryIndex:
 
     def after_purge(self) -> None:
         """Purged rows are tombstoned and zeroed in memory by the catch-up; the saved file
-        is rewritten without them (or removed, if the store is no longer large)."""
+        is rewritten without them (or removed, if the store is no longer large), and the
+        columns are read again from it, letting go of the old file's mapping."""
         with self.db.read():
-            self.saved.rewrite(self.rows())
+            rows = self.rows()
+        if self.saved.rewrite(rows):
+            with self.db.read():
+                self.cache, self._seen = None, None
 
     # -- search -------------------------------------------------------------------------
     def vector_search(
