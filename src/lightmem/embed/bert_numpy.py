@@ -21,6 +21,8 @@ F32 = npt.NDArray[np.float32]
 _FILES = ("config.json", "model.safetensors", "tokenizer.json")
 #: Texts run through the network together (sorted by token length first).
 GROUP = 16
+#: Rows of the feed-forward part computed together (its activations then fit in cache).
+ROWS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,27 +128,31 @@ class BertEncoder:
         flat = x.reshape(-1, d)
         qkv = flat @ ly.qkv
         qkv += ly.qkv_b
-        # (3, n, heads, length, head_dim). The per-head products are small: numpy's own
-        # einsum loops run them at a fraction of the CPU time of threaded BLAS calls, whose
-        # threads spin on a busy machine.
+        # (3, n, heads, length, head_dim); the per-head products as stacked matmuls (BLAS
+        # per head: a fraction of the CPU time of einsum's own loops).
         q, k, v = np.ascontiguousarray(qkv.reshape(n, length, 3, h, hd).transpose(2, 0, 3, 1, 4))
         q *= np.float32(1.0 / math.sqrt(hd))
-        scores = np.einsum("nhld,nhmd->nhlm", q, k)
+        scores = q @ k.transpose(0, 1, 3, 2)
         scores += bias
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        ctx = np.einsum("nhlm,nhmd->nlhd", scores, v).reshape(-1, d)
+        ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(-1, d)
         a = ctx @ ly.out
         a += ly.out_b
         a += flat
         a = self._norm(a, ly.ln1)
-        up = a @ ly.up
-        up += ly.up_b
-        down = _gelu(up) @ ly.down
-        down += ly.down_b
-        down += a
-        return self._norm(down, ly.ln2).reshape(n, length, d)
+        # The feed-forward part in blocks of rows, so its 4x wider activations stay in cache.
+        out = np.empty_like(a)
+        for s in range(0, len(a), ROWS):
+            rows = a[s : s + ROWS]
+            up = rows @ ly.up
+            up += ly.up_b
+            down = _gelu(up) @ ly.down
+            down += ly.down_b
+            down += rows
+            out[s : s + ROWS] = down
+        return self._norm(out, ly.ln2).reshape(n, length, d)
 
     def _norm(self, x: F32, wb: tuple[F32, F32]) -> F32:
         mean = x.mean(axis=-1, keepdims=True)
@@ -157,22 +163,22 @@ class BertEncoder:
 
 def _gelu(x: F32) -> F32:
     """BERT's exact GELU, x * Phi(x), in place, with erf from Abramowitz & Stegun 7.1.26
-    (absolute error under 1.5e-7, below float32 resolution of the activations)."""
+    (absolute error under 1.5e-7, below float32 resolution of the activations). Written as
+    (x + |x| * erf(|x| / sqrt 2)) / 2 = (x + |x| - |x| * poly) / 2, so no sign branch."""
     z = np.abs(x)
-    z *= np.float32(1.0 / math.sqrt(2.0))
-    t = z * np.float32(0.3275911)
+    t = z * np.float32(0.3275911 / math.sqrt(2.0))
     t += np.float32(1.0)
     np.reciprocal(t, out=t)
     poly = t * np.float32(1.061405429)
     for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly += np.float32(c)
         poly *= t
-    np.square(z, out=z)
-    np.negative(z, out=z)
-    np.exp(z, out=z)
-    poly *= z  # 1 - erf(|x| / sqrt 2)
-    # Phi(x) = 1 - poly / 2 for x >= 0, poly / 2 for x < 0
-    poly *= np.float32(0.5)
-    np.subtract(np.float32(1.0), poly, out=poly, where=x >= 0)
-    x *= poly
+    e = np.square(z)
+    e *= np.float32(-0.5)
+    np.exp(e, out=e)
+    poly *= e  # 1 - erf(|x| / sqrt 2)
+    poly *= z
+    x += z
+    x -= poly
+    x *= np.float32(0.5)
     return x
