@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,24 +95,43 @@ class BertEncoder:
             ln2=(get(f"{p}output.LayerNorm.weight"), get(f"{p}output.LayerNorm.bias")),
         )
 
-    def encode(self, texts: Sequence[str]) -> F32:
-        """One mean-pooled row per text (padding excluded), float32. Texts run in groups
-        of :data:`GROUP` of similar token length, so little is spent on padding."""
-        enc = self.tokenizer.encode_batch(list(texts))
-        out = np.zeros((len(enc), self.hidden), dtype=np.float32)
-        order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
-        for start in range(0, len(order), GROUP):
-            group = order[start : start + GROUP]
-            length = max(len(enc[i].ids) for i in group)
+    def encode(self, texts: Sequence[str], *, workers: int = 1) -> F32:
+        """One mean-pooled row per text (padding excluded), float32."""
+        sums, counts = self.encode_sums(texts, workers=workers)
+        return np.asarray(sums / np.maximum(counts, 1)[:, None], dtype=np.float32)
+
+    def encode_sums(
+        self, texts: Sequence[str], *, workers: int = 1
+    ) -> tuple[F32, npt.NDArray[np.int64]]:
+        """Per text, the sum of its last hidden states and its number of tokens (special
+        tokens included, as mean pooling counts them). Texts run in groups of
+        :data:`GROUP` of similar token length, so little is spent on padding; with
+        ``workers`` > 1 the groups are shared among that many threads (numpy releases the
+        GIL in its loops and BLAS calls, so each thread keeps a core busy)."""
+        enc = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+        sums = np.zeros((len(enc), self.hidden), dtype=np.float32)
+        counts = np.asarray([len(ids) for ids in enc], dtype=np.int64)
+        order = sorted(range(len(enc)), key=counts.__getitem__)
+        groups = [order[s : s + GROUP] for s in range(0, len(order), GROUP)]
+
+        def run(group: list[int]) -> None:
+            length = max(len(enc[i]) for i in group)
             ids = np.full((len(group), length), self.pad_id, dtype=np.int64)
             mask = np.zeros((len(group), length), dtype=np.float32)
             for row, i in enumerate(group):
-                ids[row, : len(enc[i].ids)] = enc[i].ids
-                mask[row, : len(enc[i].ids)] = 1.0
-            out[group] = self._pooled(ids, mask)
-        return out
+                ids[row, : len(enc[i])] = enc[i]
+                mask[row, : len(enc[i])] = 1.0
+            sums[group] = self._summed(ids, mask)
 
-    def _pooled(self, ids: npt.NDArray[np.int64], mask: F32) -> F32:
+        if workers > 1 and len(groups) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
+                list(pool.map(run, groups))  # list(): re-raises a worker's exception
+        else:
+            for group in groups:
+                run(group)
+        return sums, counts
+
+    def _summed(self, ids: npt.NDArray[np.int64], mask: F32) -> F32:
         x = self.words[ids] + self.positions[: ids.shape[1]] + self.token_type
         x = self._norm(x, self.ln0)
         # Padded keys get a large negative score, so softmax gives them no weight.
@@ -119,8 +139,7 @@ class BertEncoder:
         for layer in self.layers:
             x = self._block(x, layer, bias)
         summed: F32 = np.einsum("nld,nl->nd", x, mask)
-        count: F32 = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-        return np.asarray(summed / count, dtype=np.float32)
+        return summed
 
     def _block(self, x: F32, ly: _Layer, bias: F32) -> F32:
         n, length, d = x.shape
