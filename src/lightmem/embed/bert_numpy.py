@@ -112,7 +112,11 @@ class BertEncoder:
         sums = np.zeros((len(enc), self.hidden), dtype=np.float32)
         counts = np.asarray([len(ids) for ids in enc], dtype=np.int64)
         order = sorted(range(len(enc)), key=counts.__getitem__)
-        groups = [order[s : s + GROUP] for s in range(0, len(order), GROUP)]
+        # At most GROUP texts a group, and with several workers at least two groups each when
+        # there are as many texts, so a small batch (a session's turns, shortest first)
+        # still keeps every worker busy to its end.
+        size = max(1, min(GROUP, -(-len(order) // (2 * workers if workers > 1 else 1))))
+        groups = [order[s : s + size] for s in range(0, len(order), size)]
 
         def run(group: list[int]) -> None:
             length = max(len(enc[i]) for i in group)
