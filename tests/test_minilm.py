@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,9 @@ import pytest
 
 from lightmem import LightMemory
 from lightmem.config import build_embedder, parse_config
-from lightmem.embed.minilm import MiniLMEmbedder, packaged_model
+from lightmem.embed import minilm as minilm_module
+from lightmem.embed.bert_numpy import GROUP, BertEncoder
+from lightmem.embed.minilm import LINES_NAME, MiniLMEmbedder, packaged_model
 from lightmem.errors import BackendError, ConfigError, StoreError
 from lightmem.ledger import Ledger
 
@@ -88,3 +92,99 @@ def test_a_local_model_folder(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
         MiniLMEmbedder(str(tmp_path / "nothere"))
     with pytest.raises(BackendError, match="lacks"):
         MiniLMEmbedder(str(tmp_path)).embed(["x"])
+
+
+def _turns(n: int) -> list[str]:
+    """``n`` texts of different lengths, enough for several groups of the encoder."""
+    words = "we talked about the trip to the lake and the dog that swam after the ducks".split()
+    return [f"Turn {i}: " + " ".join(words[: 3 + (i * 7) % len(words)]) for i in range(n)]
+
+
+def test_two_workers_share_a_batch_and_give_the_same_vectors(
+    minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = _turns(4 * GROUP)
+    one = MiniLMEmbedder(workers=1).embed(texts)
+    threads: set[int] = set()
+    encode = BertEncoder._summed
+
+    def recording(self: BertEncoder, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        threads.add(threading.get_ident())
+        time.sleep(0.05)  # both workers get a group before either finishes
+        return encode(self, ids, mask)
+
+    monkeypatch.setattr(BertEncoder, "_summed", recording)
+    two = MiniLMEmbedder(workers=2).embed(texts)
+    assert len(threads) == 2
+    np.testing.assert_allclose(two, one, atol=1e-6)
+    with pytest.raises(ConfigError, match="workers"):
+        MiniLMEmbedder(workers=0)
+
+
+def test_lines_embeds_each_line_alone_and_pools_over_all_tokens(minilm: MiniLMEmbedder) -> None:
+    lines = MiniLMEmbedder(lines=True)
+    assert lines.name == LINES_NAME != minilm.name
+    # One line: the whole-text vector.
+    np.testing.assert_allclose(lines.embed(TEXTS[:1]), minilm.embed(TEXTS[:1]), atol=1e-6)
+    # Several lines: the mean over every line's tokens, each line through the network alone.
+    text = f"{TEXTS[0]}\n{TEXTS[1]}\n\n{TEXTS[2]}"
+    sums, counts = BertEncoder(packaged_model(), max_tokens=256).encode_sums(TEXTS)
+    pooled = sums.sum(axis=0) / counts.sum()
+    got = lines.embed([text])[0]
+    np.testing.assert_allclose(got, pooled / np.linalg.norm(pooled), atol=1e-6)
+    assert float(got @ minilm.embed([text])[0]) < 0.999  # not the whole-text vector
+
+
+def test_lines_are_remembered(minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = MiniLMEmbedder(lines=True)
+    first = lines.embed([f"{TEXTS[0]}\n{TEXTS[1]}"])
+    seen: list[list[str]] = []
+    encode = BertEncoder.encode_sums
+
+    def recording(
+        self: BertEncoder, texts: list[str], *, workers: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(list(texts))
+        return encode(self, texts, workers=workers)
+
+    monkeypatch.setattr(BertEncoder, "encode_sums", recording)
+    again = lines.embed([f"{TEXTS[0]}\n{TEXTS[1]}", f"{TEXTS[1]}\n{TEXTS[2]}", TEXTS[0]])
+    assert seen == [[TEXTS[2]]]  # only the line not met before ran through the network
+    np.testing.assert_allclose(again[0], first[0], atol=1e-7)
+    np.testing.assert_allclose(again[2], MiniLMEmbedder().embed(TEXTS[:1])[0], atol=1e-6)
+
+
+def test_lines_is_bound_to_the_store(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
+    cfg = parse_config({"text_embedder": {"model_name": "minilm-lines"}})
+    built = build_embedder(cfg, Ledger())
+    assert isinstance(built, MiniLMEmbedder) and built.name == LINES_NAME
+    store = {"store": {"path": str(tmp_path / "l.db")}}
+    with LightMemory.from_config(store, embedder=built) as mem:
+        mem.add_memory([{"role": "user", "content": "My knee hurts."}], force_extract=True)
+    with pytest.raises(StoreError, match="was built with"):
+        LightMemory.from_config(store, embedder=minilm)
+
+
+def test_the_least_recently_used_line_is_forgotten_first(
+    minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_module, "LINE_CACHE", 2)
+    lines = MiniLMEmbedder(lines=True)
+    a, b, c = TEXTS
+    lines.embed([a])
+    lines.embed([b])
+    lines.embed([a])  # a is used again: b is now the least recently used
+    lines.embed([c])
+    seen: list[list[str]] = []
+    encode = BertEncoder.encode_sums
+
+    def recording(
+        self: BertEncoder, texts: list[str], *, workers: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(list(texts))
+        return encode(self, texts, workers=workers)
+
+    monkeypatch.setattr(BertEncoder, "encode_sums", recording)
+    lines.embed([a])
+    lines.embed([b])
+    assert seen == [[b]]

@@ -29,6 +29,7 @@ RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
 EMBEDDERS = (
     "wordllama",
     "minilm",
+    "minilm-lines",
     "huggingface",
     "openai",
     "use-multilingual",
@@ -367,11 +368,12 @@ def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
 
         _no_dims(s, E5SmallEmbedder.dim)
         return E5SmallEmbedder(ledger=ledger)
-    if s.embedder == "minilm":
+    if s.embedder in ("minilm", "minilm-lines"):
         from lightmem.embed.minilm import MiniLMEmbedder
 
         _no_dims(s, MiniLMEmbedder.dim)
-        return MiniLMEmbedder(s.embedder_model or None, ledger=ledger)
+        lines = s.embedder == "minilm-lines"
+        return MiniLMEmbedder(s.embedder_model or None, lines=lines, ledger=ledger)
     if s.embedder == "wordllama":
         from lightmem.embed.wordllama import WordLlamaEmbedder
 

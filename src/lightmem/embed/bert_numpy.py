@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ F32 = npt.NDArray[np.float32]
 _FILES = ("config.json", "model.safetensors", "tokenizer.json")
 #: Texts run through the network together (sorted by token length first).
 GROUP = 16
+#: Rows of the feed-forward part computed together (its activations then fit in cache).
+ROWS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,24 +95,47 @@ class BertEncoder:
             ln2=(get(f"{p}output.LayerNorm.weight"), get(f"{p}output.LayerNorm.bias")),
         )
 
-    def encode(self, texts: Sequence[str]) -> F32:
-        """One mean-pooled row per text (padding excluded), float32. Texts run in groups
-        of :data:`GROUP` of similar token length, so little is spent on padding."""
-        enc = self.tokenizer.encode_batch(list(texts))
-        out = np.zeros((len(enc), self.hidden), dtype=np.float32)
-        order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
-        for start in range(0, len(order), GROUP):
-            group = order[start : start + GROUP]
-            length = max(len(enc[i].ids) for i in group)
+    def encode(self, texts: Sequence[str], *, workers: int = 1) -> F32:
+        """One mean-pooled row per text (padding excluded), float32."""
+        sums, counts = self.encode_sums(texts, workers=workers)
+        return np.asarray(sums / np.maximum(counts, 1)[:, None], dtype=np.float32)
+
+    def encode_sums(
+        self, texts: Sequence[str], *, workers: int = 1
+    ) -> tuple[F32, npt.NDArray[np.int64]]:
+        """Per text, the sum of its last hidden states and its number of tokens (special
+        tokens included, as mean pooling counts them). Texts run in groups of
+        :data:`GROUP` of similar token length, so little is spent on padding; with
+        ``workers`` > 1 the groups are shared among that many threads (numpy releases the
+        GIL in its loops and BLAS calls, so each thread keeps a core busy)."""
+        enc = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+        sums = np.zeros((len(enc), self.hidden), dtype=np.float32)
+        counts = np.asarray([len(ids) for ids in enc], dtype=np.int64)
+        order = sorted(range(len(enc)), key=counts.__getitem__)
+        # At most GROUP texts a group, and with several workers at least two groups each when
+        # there are as many texts, so a small batch (a session's turns, shortest first)
+        # still keeps every worker busy to its end.
+        size = max(1, min(GROUP, -(-len(order) // (2 * workers if workers > 1 else 1))))
+        groups = [order[s : s + size] for s in range(0, len(order), size)]
+
+        def run(group: list[int]) -> None:
+            length = max(len(enc[i]) for i in group)
             ids = np.full((len(group), length), self.pad_id, dtype=np.int64)
             mask = np.zeros((len(group), length), dtype=np.float32)
             for row, i in enumerate(group):
-                ids[row, : len(enc[i].ids)] = enc[i].ids
-                mask[row, : len(enc[i].ids)] = 1.0
-            out[group] = self._pooled(ids, mask)
-        return out
+                ids[row, : len(enc[i])] = enc[i]
+                mask[row, : len(enc[i])] = 1.0
+            sums[group] = self._summed(ids, mask)
 
-    def _pooled(self, ids: npt.NDArray[np.int64], mask: F32) -> F32:
+        if workers > 1 and len(groups) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
+                list(pool.map(run, groups))  # list(): re-raises a worker's exception
+        else:
+            for group in groups:
+                run(group)
+        return sums, counts
+
+    def _summed(self, ids: npt.NDArray[np.int64], mask: F32) -> F32:
         x = self.words[ids] + self.positions[: ids.shape[1]] + self.token_type
         x = self._norm(x, self.ln0)
         # Padded keys get a large negative score, so softmax gives them no weight.
@@ -117,8 +143,7 @@ class BertEncoder:
         for layer in self.layers:
             x = self._block(x, layer, bias)
         summed: F32 = np.einsum("nld,nl->nd", x, mask)
-        count: F32 = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-        return np.asarray(summed / count, dtype=np.float32)
+        return summed
 
     def _block(self, x: F32, ly: _Layer, bias: F32) -> F32:
         n, length, d = x.shape
@@ -126,27 +151,31 @@ class BertEncoder:
         flat = x.reshape(-1, d)
         qkv = flat @ ly.qkv
         qkv += ly.qkv_b
-        # (3, n, heads, length, head_dim). The per-head products are small: numpy's own
-        # einsum loops run them at a fraction of the CPU time of threaded BLAS calls, whose
-        # threads spin on a busy machine.
+        # (3, n, heads, length, head_dim); the per-head products as stacked matmuls (BLAS
+        # per head: a fraction of the CPU time of einsum's own loops).
         q, k, v = np.ascontiguousarray(qkv.reshape(n, length, 3, h, hd).transpose(2, 0, 3, 1, 4))
         q *= np.float32(1.0 / math.sqrt(hd))
-        scores = np.einsum("nhld,nhmd->nhlm", q, k)
+        scores = q @ k.transpose(0, 1, 3, 2)
         scores += bias
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        ctx = np.einsum("nhlm,nhmd->nlhd", scores, v).reshape(-1, d)
+        ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(-1, d)
         a = ctx @ ly.out
         a += ly.out_b
         a += flat
         a = self._norm(a, ly.ln1)
-        up = a @ ly.up
-        up += ly.up_b
-        down = _gelu(up) @ ly.down
-        down += ly.down_b
-        down += a
-        return self._norm(down, ly.ln2).reshape(n, length, d)
+        # The feed-forward part in blocks of rows, so its 4x wider activations stay in cache.
+        out = np.empty_like(a)
+        for s in range(0, len(a), ROWS):
+            rows = a[s : s + ROWS]
+            up = rows @ ly.up
+            up += ly.up_b
+            down = _gelu(up) @ ly.down
+            down += ly.down_b
+            down += rows
+            out[s : s + ROWS] = down
+        return self._norm(out, ly.ln2).reshape(n, length, d)
 
     def _norm(self, x: F32, wb: tuple[F32, F32]) -> F32:
         mean = x.mean(axis=-1, keepdims=True)
@@ -157,22 +186,22 @@ class BertEncoder:
 
 def _gelu(x: F32) -> F32:
     """BERT's exact GELU, x * Phi(x), in place, with erf from Abramowitz & Stegun 7.1.26
-    (absolute error under 1.5e-7, below float32 resolution of the activations)."""
+    (absolute error under 1.5e-7, below float32 resolution of the activations). Written as
+    (x + |x| * erf(|x| / sqrt 2)) / 2 = (x + |x| - |x| * poly) / 2, so no sign branch."""
     z = np.abs(x)
-    z *= np.float32(1.0 / math.sqrt(2.0))
-    t = z * np.float32(0.3275911)
+    t = z * np.float32(0.3275911 / math.sqrt(2.0))
     t += np.float32(1.0)
     np.reciprocal(t, out=t)
     poly = t * np.float32(1.061405429)
     for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly += np.float32(c)
         poly *= t
-    np.square(z, out=z)
-    np.negative(z, out=z)
-    np.exp(z, out=z)
-    poly *= z  # 1 - erf(|x| / sqrt 2)
-    # Phi(x) = 1 - poly / 2 for x >= 0, poly / 2 for x < 0
-    poly *= np.float32(0.5)
-    np.subtract(np.float32(1.0), poly, out=poly, where=x >= 0)
-    x *= poly
+    e = np.square(z)
+    e *= np.float32(-0.5)
+    np.exp(e, out=e)
+    poly *= e  # 1 - erf(|x| / sqrt 2)
+    poly *= z
+    x += z
+    x -= poly
+    x *= np.float32(0.5)
     return x
