@@ -13,9 +13,10 @@ at 400 tokens on the LoCoMo dev split, since a question's evidence usually share
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from lightmem.lang import WORD_RE
+from lightmem.store.base import ScoredId
 from lightmem.types import MemoryEntry
 
 
@@ -44,3 +45,23 @@ def without_possessive(word: str) -> str:
         if word.endswith(tail):
             return word[: -len(tail)]
     return word
+
+
+def spread_days(
+    ranked: Sequence[ScoredId], day_of: Mapping[str, str], penalty: float
+) -> list[ScoredId]:
+    """``ranked`` re-ordered so evidence from several days comes up: the n-th hit of one day
+    (n from 0) moves ``penalty * n`` places down. Hits without a known day keep their place
+    rank; the order of one day's own hits never changes."""
+    if penalty <= 0:
+        return list(ranked)
+    seen: dict[str, int] = {}
+    keyed = []
+    for pos, hit in enumerate(ranked):
+        day = day_of.get(hit[0])
+        n = 0
+        if day is not None:
+            n = seen.get(day, 0)
+            seen[day] = n + 1
+        keyed.append((pos + penalty * n, pos, hit))
+    return [hit for _, _, hit in sorted(keyed)]

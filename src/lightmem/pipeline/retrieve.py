@@ -9,7 +9,7 @@ from typing import Literal
 from lightmem.embed.base import Embedder
 from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
-from lightmem.pipeline.expand import named_speakers, without_possessive
+from lightmem.pipeline.expand import named_speakers, spread_days, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
@@ -54,6 +54,19 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 30
+    #: the best ``readable_first`` memories packed show the sentences of their original
+    #: text most about the query (up to ``sentence_words`` words) whatever ``context_text``
+    #: says: the answer is usually among the first few, and compressed text drops words of
+    #: it; the rest keep the shorter stored text, so the budget still holds many memories.
+    readable_first: int = 0
+    #: hits after the first ``keep_first`` move ``day_spread`` places down for each better
+    #: hit of the same day (see :func:`lightmem.pipeline.expand.spread_days`)
+    day_spread: float = 0.0
+    #: weight of a second BM25 search with the query's words and those of its best
+    #: ``expand_hits`` hits (0: off; names of speakers left out)
+    expand_weight: float = 0.0
+    expand_hits: int = 3
+    expand_focus: bool = False
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
 
 
@@ -137,6 +150,17 @@ class Retriever:
             focused = self._speaker_focus(query, scope, f, p, qv, fused, got)
             kept = {i for i, _ in head}
             fused = head + [h for h in focused if h[0] not in kept]
+        if fused and p.expand_weight > 0:
+            head = fused[: p.keep_first]
+            kept = {i for i, _ in head}
+            grown = self._expanded(content_terms(query), scope, f, p, fused, got)
+            both = rrf([(1.0, fused), (p.expand_weight, grown)], p.rrf_k)
+            fused = head + [h for h in both if h[0] not in kept]
+        if fused and p.day_spread > 0:
+            head, rest = fused[: p.keep_first], fused[p.keep_first :]
+            entries = got.get([i for i, _ in rest])
+            days = {i: date_header(e) for i, e in entries.items()}
+            fused = head + spread_days(rest, days, p.day_spread)
         ranked = self._timed(query, fused, p, got)
         return self._pack(validity.rank(got.get, query, ranked, f.as_of), p, query, got)
 
@@ -165,8 +189,30 @@ class Retriever:
         terms = [t for t in content_terms(query) if without_possessive(t) not in named]
         for name in names:
             only = replace(f, speaker=name)
-            lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
+            own = self._fused(query, scope, only, p, p.mode, qv, terms)
+            lists.append((p.speaker_focus, own))
+            if p.expand_focus and p.expand_weight > 0 and own:
+                grown = self._expanded(terms, scope, only, p, own, got)
+                lists.append((p.expand_weight, grown))
         return rrf(lists, p.rrf_k)
+
+    def _expanded(
+        self,
+        words: Sequence[str],
+        scope: Scope,
+        f: Filters,
+        p: RetrieveParams,
+        fused: list[ScoredId],
+        got: Candidates,
+    ) -> list[ScoredId]:
+        """A BM25 search for ``words`` plus the words of the best hits of ``fused``
+        (their stored text: the rare words the compressor kept), speakers' names left out."""
+        top = got.get([i for i, _ in fused[: p.expand_hits]])
+        names = {w for e in top.values() for w in content_terms(e.speaker)}
+        terms = list(words)
+        for e in top.values():
+            terms.extend(t for t in content_terms(e.text) if t not in names)
+        return self._store.text_search(list(dict.fromkeys(terms)), scope, f, p.candidates)
 
     def _timed(
         self, query: str, ranked: list[ScoredId], p: RetrieveParams, got: Candidates
@@ -232,6 +278,7 @@ class Retriever:
         """Memories in rank order while they fit the budget, each as shown for ``query``."""
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
+        readable = self._shown(query, replace(p, context_text="sentences"))
         headers: set[str] = set()
         used = 0
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
@@ -243,7 +290,7 @@ class Retriever:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
                     continue
-                e = shown(e)
+                e = (readable if len(out) < p.readable_first else shown)(e)
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
