@@ -59,16 +59,23 @@ def test_expansion_brings_up_memories_sharing_the_best_hits_rare_words(tmp_path:
 
 
 def test_best_memories_show_readable_sentences_the_rest_stored_text(tmp_path: Path) -> None:
-    cfg = {
-        "store": {"path": str(tmp_path / "r.db")},
-        "retrieval": {"readable_first": 1, "keep_first": 0},
-        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
-    }
-    with LightMemory.from_config(cfg) as mem:
-        mem.add_memory(_msgs(), force_extract=True)
-        first, second, *_ = mem.retrieve("Who moved to Lisbon?", limit=3)
-    assert first.text == "My sister Priya moved to Lisbon last spring."
-    assert second.text == second.entry.text != second.entry.original_text  # compressed
+    def shown(budget: int | None, share: float = 0.5) -> list[str]:
+        cfg = {
+            "store": {"path": str(tmp_path / f"r{budget}-{share}.db")},
+            "retrieval": {"readable_first": 1, "readable_share": share, "keep_first": 0},
+            "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        }
+        with LightMemory.from_config(cfg) as mem:
+            mem.add_memory(_msgs(), force_extract=True)
+            got = mem.retrieve("Who moved to Lisbon?", limit=3, budget_tokens=budget)
+            return [r.text for r in got]
+
+    whole = "My sister Priya moved to Lisbon last spring."
+    first, second, _ = shown(200)
+    assert first == whole
+    assert second == _TURNS[10][1] or len(second.split()) < 5  # the rest: stored text
+    assert whole not in shown(200, share=0.01)  # what it adds must fit its share
+    assert whole not in shown(None)  # no budget: memories as stored
 
 
 def test_expansion_and_readable_options_are_validated() -> None:

@@ -231,10 +231,9 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         context_text=rv.get_choice("context_text", d.context_text, CONTEXT_TEXTS),  # type: ignore[arg-type]
         sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),
         readable_first=rv.get_int("readable_first", d.readable_first, 0, 10_000),
-        day_spread=rv.get_float("day_spread", d.day_spread, 0.0, 10_000.0),
+        readable_share=rv.get_float("readable_share", d.readable_share, 0.0, 1.0),
         expand_weight=rv.get_float("expand_weight", d.expand_weight, 0.0, 100.0),
         expand_hits=rv.get_int("expand_hits", d.expand_hits, 1, 1000),
-        expand_focus=rv.get_bool("expand_focus", d.expand_focus),
         time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
     )
     rv.done()

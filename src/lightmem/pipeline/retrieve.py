@@ -9,7 +9,7 @@ from typing import Literal
 from lightmem.embed.base import Embedder
 from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
-from lightmem.pipeline.expand import named_speakers, spread_days, without_possessive
+from lightmem.pipeline.expand import expansion_terms, named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
@@ -54,19 +54,19 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 30
-    #: the best ``readable_first`` memories packed show the sentences of their original
-    #: text most about the query (up to ``sentence_words`` words) whatever ``context_text``
-    #: says: the answer is usually among the first few, and compressed text drops words of
-    #: it; the rest keep the shorter stored text, so the budget still holds many memories.
-    readable_first: int = 0
-    #: hits after the first ``keep_first`` move ``day_spread`` places down for each better
-    #: hit of the same day (see :func:`lightmem.pipeline.expand.spread_days`)
-    day_spread: float = 0.0
-    #: weight of a second BM25 search with the query's words and those of its best
-    #: ``expand_hits`` hits (0: off; names of speakers left out)
-    expand_weight: float = 0.0
+    #: within a token budget, the best ``readable_first`` memories packed show the
+    #: sentences of their original text most about the query (up to ``sentence_words``
+    #: words) whatever ``context_text`` says, while what that adds over their stored text
+    #: stays within ``readable_share`` of the budget: the answer is usually among the first
+    #: few, and compressed text drops words of it; the rest keep the shorter stored text,
+    #: so the budget still holds many memories. Without a budget nothing changes.
+    readable_first: int = 5
+    readable_share: float = 0.1
+    #: weight of a second BM25 search for the query's words and those of its best
+    #: ``expand_hits`` hits' stored text (0: off; see :mod:`lightmem.pipeline.expand`),
+    #: fused after the first ``keep_first`` hits
+    expand_weight: float = 0.5
     expand_hits: int = 3
-    expand_focus: bool = False
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
 
 
@@ -156,11 +156,6 @@ class Retriever:
             grown = self._expanded(content_terms(query), scope, f, p, fused, got)
             both = rrf([(1.0, fused), (p.expand_weight, grown)], p.rrf_k)
             fused = head + [h for h in both if h[0] not in kept]
-        if fused and p.day_spread > 0:
-            head, rest = fused[: p.keep_first], fused[p.keep_first :]
-            entries = got.get([i for i, _ in rest])
-            days = {i: date_header(e) for i, e in entries.items()}
-            fused = head + spread_days(rest, days, p.day_spread)
         ranked = self._timed(query, fused, p, got)
         return self._pack(validity.rank(got.get, query, ranked, f.as_of), p, query, got)
 
@@ -189,11 +184,7 @@ class Retriever:
         terms = [t for t in content_terms(query) if without_possessive(t) not in named]
         for name in names:
             only = replace(f, speaker=name)
-            own = self._fused(query, scope, only, p, p.mode, qv, terms)
-            lists.append((p.speaker_focus, own))
-            if p.expand_focus and p.expand_weight > 0 and own:
-                grown = self._expanded(terms, scope, only, p, own, got)
-                lists.append((p.expand_weight, grown))
+            lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
         return rrf(lists, p.rrf_k)
 
     def _expanded(
@@ -208,11 +199,8 @@ class Retriever:
         """A BM25 search for ``words`` plus the words of the best hits of ``fused``
         (their stored text: the rare words the compressor kept), speakers' names left out."""
         top = got.get([i for i, _ in fused[: p.expand_hits]])
-        names = {w for e in top.values() for w in content_terms(e.speaker)}
-        terms = list(words)
-        for e in top.values():
-            terms.extend(t for t in content_terms(e.text) if t not in names)
-        return self._store.text_search(list(dict.fromkeys(terms)), scope, f, p.candidates)
+        terms = expansion_terms(words, [top[i] for i, _ in fused[: p.expand_hits] if i in top])
+        return self._store.text_search(terms, scope, f, p.candidates)
 
     def _timed(
         self, query: str, ranked: list[ScoredId], p: RetrieveParams, got: Candidates
@@ -280,7 +268,7 @@ class Retriever:
         shown = self._shown(query, p)
         readable = self._shown(query, replace(p, context_text="sentences"))
         headers: set[str] = set()
-        used = 0
+        used = more = 0  # tokens packed; of them, what readable text added
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
@@ -290,7 +278,14 @@ class Retriever:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
                     continue
-                e = (readable if len(out) < p.readable_first else shown)(e)
+                e, extra = shown(e), 0
+                if p.budget_tokens is not None and len(out) < p.readable_first:
+                    whole = readable(e)
+                    extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
+                    if more + extra <= p.readable_share * p.budget_tokens:
+                        e = whole
+                    else:
+                        extra = 0
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
@@ -305,6 +300,7 @@ class Retriever:
                 if p.budget_tokens is not None and used + cost > p.budget_tokens:
                     continue  # a shorter memory further down may still fit
                 used += cost
+                more += extra
                 headers.add(header)
                 out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
                 if len(out) >= p.limit:
