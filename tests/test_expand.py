@@ -59,10 +59,10 @@ def test_expansion_brings_up_memories_sharing_the_best_hits_rare_words(tmp_path:
 
 
 def test_best_memories_show_readable_sentences_the_rest_stored_text(tmp_path: Path) -> None:
-    def shown(budget: int | None, share: float = 0.5) -> list[str]:
+    def shown(budget: int | None, share: float = 0.5, first: int = 1) -> list[str]:
         cfg = {
-            "store": {"path": str(tmp_path / f"r{budget}-{share}.db")},
-            "retrieval": {"readable_first": 1, "readable_share": share, "keep_first": 0},
+            "store": {"path": str(tmp_path / f"r{budget}-{share}-{first}.db")},
+            "retrieval": {"readable_first": first, "readable_share": share, "keep_first": 0},
             "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
         }
         with LightMemory.from_config(cfg) as mem:
@@ -76,6 +76,8 @@ def test_best_memories_show_readable_sentences_the_rest_stored_text(tmp_path: Pa
     assert second == _TURNS[10][1] or len(second.split()) < 5  # the rest: stored text
     assert whole not in shown(200, share=0.01)  # what it adds must fit its share
     assert whole not in shown(None)  # no budget: memories as stored
+    # only memories that hold a query word ("move"): the third is shown as stored
+    assert shown(200, share=1.0, first=3) == [whole, _TURNS[10][1], "near sister days"]
 
 
 def test_expansion_and_readable_options_are_validated() -> None:
@@ -86,3 +88,12 @@ def test_expansion_and_readable_options_are_validated() -> None:
         parse_config({"retrieval": {"expand_weight": -1}})
     with pytest.raises(ConfigError, match=r"retrieval\.readable_first"):
         parse_config({"retrieval": {"readable_first": -1}})
+
+
+def test_expansion_only_from_hits_holding_a_query_word(tmp_path: Path) -> None:
+    # no memory holds "relocated" or "Portugal": the best hits are guesses by meaning,
+    # whose words would pull in more of their own topic
+    query = "Who relocated to Portugal?"
+    assert _ranked(tmp_path, query, expand_weight=1.0) == _ranked(
+        tmp_path, query, expand_weight=0.0
+    )

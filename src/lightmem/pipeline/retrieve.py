@@ -54,12 +54,13 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 30
-    #: within a token budget, the best ``readable_first`` memories packed show the
-    #: sentences of their original text most about the query (up to ``sentence_words``
-    #: words) whatever ``context_text`` says, while what that adds over their stored text
-    #: stays within ``readable_share`` of the budget: the answer is usually among the first
-    #: few, and compressed text drops words of it; the rest keep the shorter stored text,
-    #: so the budget still holds many memories. Without a budget nothing changes.
+    #: within a token budget, those of the best ``readable_first`` memories packed that
+    #: hold a (stemmed) query word show the sentences of their original text most about
+    #: the query (up to ``sentence_words`` words) whatever ``context_text`` says, while
+    #: what that adds over their stored text stays within ``readable_share`` of the
+    #: budget: the answer is usually among the first few, and compressed text drops words
+    #: of it; the rest keep the shorter stored text, so the budget still holds many
+    #: memories. Without a budget nothing changes.
     readable_first: int = 5
     readable_share: float = 0.1
     #: weight of a second BM25 search for the query's words and those of its best
@@ -196,10 +197,20 @@ class Retriever:
         fused: list[ScoredId],
         got: Candidates,
     ) -> list[ScoredId]:
-        """A BM25 search for ``words`` plus the words of the best hits of ``fused``
-        (their stored text: the rare words the compressor kept), speakers' names left out."""
+        """A BM25 search for ``words`` plus the words of the best hits of ``fused`` that hold
+        one of ``words`` (their stored text: the rare words the compressor kept), speakers'
+        names left out; nothing when none of those hits holds a query word."""
         top = got.get([i for i, _ in fused[: p.expand_hits]])
-        terms = expansion_terms(words, [top[i] for i, _ in fused[: p.expand_hits] if i in top])
+        # only hits that hold a query word: a dense-only guess would spread its own topic
+        stems = set(self._stemmer.tokens(" ".join(words)))
+        best = [
+            top[i]
+            for i, _ in fused[: p.expand_hits]
+            if i in top and stems.intersection(self._stemmer.tokens(top[i].original_text))
+        ]
+        if not best:
+            return []
+        terms = expansion_terms(words, best)
         return self._store.text_search(terms, scope, f, p.candidates)
 
     def _timed(
@@ -267,6 +278,7 @@ class Retriever:
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
         readable = self._shown(query, replace(p, context_text="sentences"))
+        qstems = set(self._stemmer.tokens(" ".join(content_terms(query))))
         headers: set[str] = set()
         used = more = 0  # tokens packed; of them, what readable text added
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
@@ -279,7 +291,11 @@ class Retriever:
                 if e is None:  # deleted between search and fetch
                     continue
                 e, extra = shown(e), 0
-                if p.budget_tokens is not None and len(out) < p.readable_first:
+                if (
+                    p.budget_tokens is not None
+                    and len(out) < p.readable_first
+                    and qstems.intersection(self._stemmer.tokens(e.original_text))
+                ):
                     whole = readable(e)
                     extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
                     if more + extra <= p.readable_share * p.budget_tokens:
