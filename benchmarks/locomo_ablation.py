@@ -62,11 +62,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "default",
         {**FOCUS, "expand_weight": 0.5, "readable_first": 5, "readable_share": 1.0},
     ),
-    "readable_5_share0.1": (
-        "default",
-        {**FOCUS, "expand_weight": 0.5, "readable_first": 5, "readable_share": 0.1},
-    ),
-    "defaults": ("default", {}),
+    "defaults": ("default", {}),  # expansion 0.5 and readable_first 5 within 10%
     "original_text": ("original_text", OFF),
     "context_window_2": ("context_window_2", OFF),
     "rate_0.5": ("rate_0.5", OFF),
