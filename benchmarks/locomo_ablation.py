@@ -25,7 +25,15 @@ from lightmem import LightMemory
 from lightmem.bench import locomo
 from lightmem.bench.locomo_report import by_conversation
 
-OFF = {"speaker_focus": 0.0, "keep_first": 0, "context_text": "stored"}
+OFF = {
+    "speaker_focus": 0.0,
+    "keep_first": 0,
+    "context_text": "stored",
+    "expand_weight": 0.0,
+    "readable_first": 0,
+}
+#: the defaults before expansion and readable text (speaker focus on)
+FOCUS = {**OFF, "speaker_focus": 1.0, "keep_first": 10}
 INGEST: dict[str, dict[str, Any]] = {
     "default": {},
     "original_text": {"text_summary": False},
@@ -40,6 +48,21 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "focus2_keep10": ("default", {**OFF, "speaker_focus": 2.0, "keep_first": 10}),
     "sentences_20": ("default", {**OFF, "context_text": "sentences", "sentence_words": 20}),
     "sentences_30": ("default", {**OFF, "context_text": "sentences", "sentence_words": 30}),
+    "focus_only": ("default", FOCUS),
+    "expand_0.25": ("default", {**FOCUS, "expand_weight": 0.25}),
+    "expand_0.5": ("default", {**FOCUS, "expand_weight": 0.5}),
+    "expand_1.0": ("default", {**FOCUS, "expand_weight": 1.0}),
+    "expand_0.5_hits1": ("default", {**FOCUS, "expand_weight": 0.5, "expand_hits": 1}),
+    "expand_0.5_hits5": ("default", {**FOCUS, "expand_weight": 0.5, "expand_hits": 5}),
+    "readable_2": (
+        "default",
+        {**FOCUS, "expand_weight": 0.5, "readable_first": 2, "readable_share": 1.0},
+    ),
+    "readable_5": (
+        "default",
+        {**FOCUS, "expand_weight": 0.5, "readable_first": 5, "readable_share": 1.0},
+    ),
+    "defaults": ("default", {}),  # expansion 0.5 and readable_first 5 within 10%
     "original_text": ("original_text", OFF),
     "context_window_2": ("context_window_2", OFF),
     "rate_0.5": ("rate_0.5", OFF),

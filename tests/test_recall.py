@@ -170,7 +170,8 @@ def test_context_shows_sentences_within_the_budget(tmp_path: Path) -> None:
     for how in ("stored", "sentences"):
         cfg = {
             "store": {"path": str(tmp_path / f"{how}.db")},
-            "retrieval": {"context_text": how, "sentence_words": 14},
+            # readable_first 0: the best memory is shown as stored text too
+            "retrieval": {"context_text": how, "sentence_words": 14, "readable_first": 0},
         }
         with LightMemory.from_config(cfg) as mem:
             mem.add_memory(msg, force_extract=True)

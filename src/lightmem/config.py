@@ -231,6 +231,10 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         keep_first=rv.get_int("keep_first", d.keep_first, 0, 10_000),
         context_text=rv.get_choice("context_text", d.context_text, CONTEXT_TEXTS),  # type: ignore[arg-type]
         sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),
+        readable_first=rv.get_int("readable_first", d.readable_first, 0, 10_000),
+        readable_share=rv.get_float("readable_share", d.readable_share, 0.0, 1.0),
+        expand_weight=rv.get_float("expand_weight", d.expand_weight, 0.0, 100.0),
+        expand_hits=rv.get_int("expand_hits", d.expand_hits, 1, 1000),
         time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
     )
     rv.done()

@@ -9,7 +9,7 @@ from typing import Literal
 from lightmem.embed.base import Embedder
 from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
-from lightmem.pipeline.expand import named_speakers, without_possessive
+from lightmem.pipeline.expand import expansion_terms, named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
@@ -54,6 +54,20 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 30
+    #: within a token budget, those of the best ``readable_first`` memories packed that
+    #: hold a (stemmed) query word show the sentences of their original text most about
+    #: the query (up to ``sentence_words`` words) whatever ``context_text`` says, while
+    #: what that adds over their stored text stays within ``readable_share`` of the
+    #: budget: the answer is usually among the first few, and compressed text drops words
+    #: of it; the rest keep the shorter stored text, so the budget still holds many
+    #: memories. Without a budget nothing changes.
+    readable_first: int = 5
+    readable_share: float = 0.1
+    #: weight of a second BM25 search for the query's words and those of its best
+    #: ``expand_hits`` hits' stored text (0: off; see :mod:`lightmem.pipeline.expand`),
+    #: fused after the first ``keep_first`` hits
+    expand_weight: float = 0.5
+    expand_hits: int = 3
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
 
 
@@ -137,6 +151,12 @@ class Retriever:
             focused = self._speaker_focus(query, scope, f, p, qv, fused, got)
             kept = {i for i, _ in head}
             fused = head + [h for h in focused if h[0] not in kept]
+        if fused and p.expand_weight > 0:
+            head = fused[: p.keep_first]
+            kept = {i for i, _ in head}
+            grown = self._expanded(content_terms(query), scope, f, p, fused, got)
+            both = rrf([(1.0, fused), (p.expand_weight, grown)], p.rrf_k)
+            fused = head + [h for h in both if h[0] not in kept]
         ranked = self._timed(query, fused, p, got)
         return self._pack(validity.rank(got.get, query, ranked, f.as_of), p, query, got)
 
@@ -167,6 +187,31 @@ class Retriever:
             only = replace(f, speaker=name)
             lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
         return rrf(lists, p.rrf_k)
+
+    def _expanded(
+        self,
+        words: Sequence[str],
+        scope: Scope,
+        f: Filters,
+        p: RetrieveParams,
+        fused: list[ScoredId],
+        got: Candidates,
+    ) -> list[ScoredId]:
+        """A BM25 search for ``words`` plus the words of the best hits of ``fused`` that hold
+        one of ``words`` (their stored text: the rare words the compressor kept), speakers'
+        names left out; nothing when none of those hits holds a query word."""
+        top = got.get([i for i, _ in fused[: p.expand_hits]])
+        # only hits that hold a query word: a dense-only guess would spread its own topic
+        stems = set(self._stemmer.tokens(" ".join(words)))
+        best = [
+            top[i]
+            for i, _ in fused[: p.expand_hits]
+            if i in top and stems.intersection(self._stemmer.tokens(top[i].original_text))
+        ]
+        if not best:
+            return []
+        terms = expansion_terms(words, best)
+        return self._store.text_search(terms, scope, f, p.candidates)
 
     def _timed(
         self, query: str, ranked: list[ScoredId], p: RetrieveParams, got: Candidates
@@ -232,8 +277,10 @@ class Retriever:
         """Memories in rank order while they fit the budget, each as shown for ``query``."""
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
+        readable = self._shown(query, replace(p, context_text="sentences"))
+        qstems = set(self._stemmer.tokens(" ".join(content_terms(query))))
         headers: set[str] = set()
-        used = 0
+        used = more = 0  # tokens packed; of them, what readable text added
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
@@ -243,7 +290,18 @@ class Retriever:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
                     continue
-                e = shown(e)
+                e, extra = shown(e), 0
+                if (
+                    p.budget_tokens is not None
+                    and len(out) < p.readable_first
+                    and qstems.intersection(self._stemmer.tokens(e.original_text))
+                ):
+                    whole = readable(e)
+                    extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
+                    if more + extra <= p.readable_share * p.budget_tokens:
+                        e = whole
+                    else:
+                        extra = 0
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
@@ -258,6 +316,7 @@ class Retriever:
                 if p.budget_tokens is not None and used + cost > p.budget_tokens:
                     continue  # a shorter memory further down may still fit
                 used += cost
+                more += extra
                 headers.add(header)
                 out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
                 if len(out) >= p.limit:
