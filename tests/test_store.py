@@ -201,9 +201,27 @@ def _search_state(store: SQLiteStore) -> tuple[list[object], list[float]]:
         store.text_search(["apple"], Scope(), summaries, 3),
         *[store.text_search([w], Scope(), f, 5) for w in ("apple", "sky", "pie")],
     ]
-    ids: list[object] = [[i for i, _ in r] for r in results]
+    limits = [4, 4, 4, 2, 2, 3, 5, 5, 5]
+    ids: list[object] = [_ranked(r, k) for r, k in zip(results, limits, strict=True)]
     ids.append(store.vectors(Scope(), f)[0])
     return ids, [s for r in results for _, s in r]
+
+
+def _ranked(hits: list[tuple[str, float]], k: int) -> list[object]:
+    """The ids in rank order, hits whose scores differ by at most 1e-6 as one set: BLAS
+    may round the last bit of equal vectors' scores differently for a matrix of another
+    row count, which orders such near-ties either way. When the search was cut at ``k``,
+    the last set is compared by its size (the cut may take either of near-equal hits)."""
+    groups: list[tuple[set[str], float]] = []
+    for i, score in hits:
+        if groups and abs(groups[-1][1] - score) <= 1e-6:
+            groups[-1][0].add(i)
+        else:
+            groups.append(({i}, score))
+    out: list[object] = [sorted(g) for g, _ in groups]
+    if out and len(hits) == k:
+        out[-1] = len(groups[-1][0])
+    return out
 
 
 # -- both backends ------------------------------------------------------------------------
