@@ -74,6 +74,21 @@ def _same(pg: list[Any], lite: list[Any]) -> bool:
     return a.keys() == b.keys() and all(abs(a[i] - b[i]) < 1e-4 * max(1.0, b[i]) for i in a)
 
 
+def _postings_are_the_terms(pg: Any) -> bool:
+    """``entry_postings`` holds exactly each entry's terms: count and entry length."""
+    from collections import Counter
+
+    with pg.db.read() as s:
+        rows = s.raw.execute("SELECT rid, search_terms FROM entries").fetchall()
+        held = s.raw.execute("SELECT term, rid, tf, dl FROM entry_postings").fetchall()
+    want = Counter(
+        (term, rid, tf, len(terms.split()))
+        for rid, terms in rows
+        for term, tf in Counter(terms.split()).items()
+    )
+    return Counter(map(tuple, held)) == want
+
+
 def _zh_turns(sample: int) -> tuple[list[MemoryEntry], list[tuple[str, set[str]]]]:
     data = json.loads((FIXTURES / "zh_conversations.json").read_text(encoding="utf-8"))
     conv = data[sample]["conversation"]
@@ -177,6 +192,7 @@ def test_rankings_stay_the_same_through_updates_deletes_and_restores(
                         s.restore_entry(MemoryEntry.from_dict(snap), _vec(i), "r")
             for query in (text, "apple violet", "钢琴 river"):
                 assert _same(_ranked(pg, query), _ranked(lite, query))
+            assert _postings_are_the_terms(pg)
         with pg.db.read() as s:
             stats = s.one("SELECT sum(docs), sum(terms) FROM text_stats WHERE tbl = 'entries'")
             real = s.one(
@@ -200,6 +216,23 @@ def test_bulk_loads_are_counted_and_ranked_alike(pair: tuple[MemoryStore, Any]) 
         s.import_entries(iter(rows))
     for query in ("apple", "tunnel 钢琴", "violet garden river"):
         assert _same(_ranked(pg, query), _ranked(lite, query))
+    assert _postings_are_the_terms(pg)
+    with pg.db.read() as s:  # the postings index dropped for the load is back
+        assert s.one("SELECT to_regclass('entry_postings_term')")[0] is not None
+
+
+def test_a_selective_filter_still_fills_the_limit(pair: tuple[MemoryStore, Any]) -> None:
+    """Entries are ranked before the scope is checked: the best-scored ones belong to
+    another scope, and the search goes on past them until ``k`` entries of this one."""
+    lite, pg = pair
+    other = Scope("bob")
+    rows = [_entry(f"o{i}", "apple apple river", scope=other) for i in range(30)]
+    rows += [_entry(f"a{i}", f"apple {' '.join(['garden'] * (i + 1))}") for i in range(8)]
+    _add(pair, rows)
+    for k in (3, 8, 20):
+        pg_hits = pg.text_search(["apple"], ANN, Filters(), k)
+        assert [h[0] for h in pg_hits] == [f"a{i}" for i in range(min(k, 8))]
+        assert _same(pg_hits, lite.text_search(["apple"], ANN, Filters(), k))
 
 
 def test_graph_nodes_are_segmented_too(pair: tuple[MemoryStore, Any]) -> None:
@@ -209,6 +242,41 @@ def test_graph_nodes_are_segmented_too(pair: tuple[MemoryStore, Any]) -> None:
         pg.graph().add_node(Node(id=f"n{i}", kind="semantic", text=t, scope=ANN), _vec(i), "t")
     hits = pg.graph().text_search("semantic", content_terms("谁对芒果过敏？"), ANN, 3)
     assert hits and hits[0][0] == "n1"
+
+
+def test_entries_of_a_store_made_before_postings_get_theirs(pg_dsn: str) -> None:
+    """The ``pg_entry_postings`` step fills postings for the entries already there (and
+    entries copied in without terms get theirs when the terms are filled)."""
+    import psycopg
+
+    from lightmem.store.postgres import MIGRATIONS, PostgresStore, apply_migrations
+    from lightmem.store.postgres_terms import index_text
+    from lightmem.store.sql import ENTRY_COLS, entry_params
+    from lightmem.store.text_index import Stemmer
+
+    names = [m.name for m in MIGRATIONS]
+    schema = f"fts_{uuid.uuid4().hex[:10]}"
+    apply_migrations(pg_dsn, schema, MIGRATIONS[: names.index("pg_entry_postings")])
+    old = [_entry("o1", "我最近对芒果过敏"), _entry("o2", "Maya trains for the Lisbon marathon")]
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"SET search_path TO {schema}, public")
+        conn.execute("ALTER TABLE entries ADD COLUMN embedding vector(3)")
+        for e, terms in zip(old, (index_text(old[0].search_text, Stemmer()), None), strict=True):
+            conn.execute(
+                f"INSERT INTO entries ({ENTRY_COLS}, speaker_key, search_text, search_terms, "
+                f"embedding) VALUES ({', '.join(['%s'] * (len(entry_params(e)) + 4))})",
+                (*entry_params(e), "", e.search_text, terms, "[1,0,0]"),
+            )
+    pg = PostgresStore(pg_dsn, schema=schema, pool_size=2)
+    try:
+        with pg.db.transaction() as tx:
+            pg.fill_search_terms(tx.raw)  # rows written by SQL, as a migration copies them
+        assert _postings_are_the_terms(pg)
+        assert pg.text_search(content_terms("谁对芒果过敏"), ANN, Filters(), 5)[0][0] == "o1"
+        assert pg.text_search(["marathons"], ANN, Filters(), 5)[0][0] == "o2"
+    finally:
+        pg.drop()
+        pg.close()
 
 
 def test_an_older_schema_is_migrated_and_its_rows_become_searchable(pg_dsn: str) -> None:

@@ -1,9 +1,9 @@
 """The PostgreSQL + pgvector backend: the same MemoryStore, for many processes and machines.
 
 Vectors live in a pgvector column with an HNSW index (inner product on unit vectors,
-``ef_search`` tunable); full text in a ``tsvector`` generated from pre-segmented, stemmed
-``search_terms`` (the SQLite BM25 index's terms, :mod:`lightmem.store.postgres_terms`)
-ranked by the same BM25 as the SQLite store's.
+``ef_search`` tunable); full text from pre-segmented, stemmed ``search_terms`` (the SQLite
+BM25 index's terms, :mod:`lightmem.store.postgres_terms`), entries through a postings table
+and graph nodes through a ``tsvector``, ranked by the same BM25 as the SQLite store's.
 The schema is created and migrated by the library (:mod:`lightmem.store.postgres_schema`,
 versioned, safe to run twice); every operation is one transaction.
 """

@@ -12,7 +12,7 @@ from typing import Any
 
 from lightmem.store import entry_time
 from lightmem.store.db import Migration
-from lightmem.store.postgres_terms import fill_search_terms
+from lightmem.store.postgres_terms import POSTINGS_SQL, fill_search_terms
 from lightmem.store.schema_tables import (
     POSTGRES_TYPES,
     core_tables,
@@ -155,4 +155,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("task_sessions", task_sessions_table(_TYPES)),
     Migration("task_session_steps", task_session_steps(_TYPES)),
     Migration("reembed_vectors", reembed_vectors("BYTEA")),
+    # Entries ranked from postings (lightmem.store.postgres_terms): filled from the terms
+    # existing entries hold; their GIN index and tsvector are no longer read.
+    Migration("pg_entry_postings", POSTINGS_SQL),
 )

@@ -1,7 +1,8 @@
 """PostgreSQL's search pieces: pgvector (HNSW, inner product on unit vectors, ``ef_search``
-tunable) and a ``tsvector`` generated from pre-segmented ``search_terms``
-(:mod:`lightmem.store.postgres_terms`) ranked by the same BM25 as SQLite's; exact
-in-database vector ranking for graph nodes; binary COPY for bulk loads.
+tunable); entry postings kept from pre-segmented ``search_terms``
+(:mod:`lightmem.store.postgres_terms`) and ranked by the same BM25 as SQLite's (graph
+nodes: a ``tsvector`` over them); exact in-database vector ranking for graph nodes;
+binary COPY for bulk loads.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params
 from lightmem.store.postgres_db import PostgresDatabase
 from lightmem.store.postgres_schema import hnsw_build_settings
-from lightmem.store.postgres_terms import bm25_sql, index_text, query_lexemes, tsquery_text
+from lightmem.store.postgres_terms import (
+    POSTINGS_INDEX,
+    bm25_sql,
+    index_text,
+    postings_bm25_sql,
+    query_lexemes,
+    tsquery_text,
+)
 from lightmem.store.sql import (
     ENTRY_COLS,
     POSTGRES,
@@ -35,7 +43,6 @@ from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 #: What the HNSW index holds: the vectors as stored, or half-precision copies (half the
 #: index size and build memory; results are re-scored from the stored vectors).
 VECTOR_INDEXES = ("vector", "halfvec")
-_GIN = "CREATE INDEX IF NOT EXISTS entries_tsv ON entries USING gin (tsv)"
 _COPY_ENTRIES = (
     f"COPY entries ({ENTRY_COLS}, speaker_key, search_text, search_terms, embedding) "
     "FROM STDIN (FORMAT BINARY)"
@@ -67,7 +74,7 @@ _COPY_HISTORY_TYPES = [*["text"] * 5, "int4", "jsonb", "jsonb", "float8", "text"
 
 class PostgresEntryIndex:
     """Entry vectors in an ``embedding`` column (added when the embedder is bound, with its
-    HNSW index), full text in the ``tsv`` column generated from ``search_terms``."""
+    HNSW index), full text in ``entry_postings`` kept from ``search_terms`` by triggers."""
 
     extra_columns: tuple[str, ...] = ("search_text", "search_terms", "embedding")
 
@@ -133,7 +140,8 @@ class PostgresEntryIndex:
     def bulk_load(self, load: BulkLoad) -> int:
         """Streams rows with binary COPY. A load at least as large as the table (and
         >= ``bulk_reindex_min`` rows) drops the vector and full-text indexes first and
-        builds them once at the end, several times faster than maintaining them per row;
+        builds them once at the end, several times faster than maintaining them per row
+        (the postings rows are still written, by the insert trigger, in one statement);
         the table is locked against other writers and readers meanwhile."""
         from psycopg.types.json import Jsonb
 
@@ -167,17 +175,17 @@ class PostgresEntryIndex:
         return len(events)
 
     def drop_search_indexes(self, c: Any) -> None:
-        """Before a bulk load in transaction ``c``: drop the HNSW and GIN indexes. Locks
-        the entries table until the transaction ends."""
-        c.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
+        """Before a bulk load in transaction ``c``: drop the HNSW and postings indexes.
+        Locks the entries table (and its postings) until the transaction ends."""
+        c.execute("LOCK TABLE entries, entry_postings IN ACCESS EXCLUSIVE MODE")
         c.execute("DROP INDEX IF EXISTS entries_hnsw")
-        c.execute("DROP INDEX IF EXISTS entries_tsv")
+        c.execute("DROP INDEX IF EXISTS entry_postings_term")
 
     def build_search_indexes(self, c: Any, rows: int) -> None:
         """After a bulk load: build the indexes dropped by :meth:`drop_search_indexes`."""
         width = 2 if self.vector_index == "halfvec" else 4
         c.execute(hnsw_build_settings(rows, width * (self.dim or 0), self.build_workers))
-        c.execute(_GIN)
+        c.execute(POSTINGS_INDEX)
         if self.dim is not None:
             c.execute(self._hnsw(self.dim))
         self._indexed = None
@@ -238,13 +246,13 @@ class PostgresEntryIndex:
     def text_search(
         self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
-        return _ranked_text(
-            self.db,
-            "entries",
-            query_lexemes(terms, self.stemmer),
-            filter_sql(POSTGRES, scope, filters),
-            k,
-        )
+        lexemes = query_lexemes(terms, self.stemmer)
+        if not lexemes or k <= 0:
+            return []
+        where, params = filter_sql(POSTGRES, scope, filters, prefix="e.")
+        with self.db.read() as s:
+            rows = s.raw.execute(postings_bm25_sql(where), (lexemes, *params, k)).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         where, params = filter_sql(POSTGRES, scope, filters)
