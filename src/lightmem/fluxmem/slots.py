@@ -411,8 +411,26 @@ def _fits(
     if fill == "head":
         return value.lower() in _heads(read_lines, v.get(of, ""))
     if fill == "pick":
-        return pick(rule, _keys(of, v.get(of, ""), read_lines)) == value.lower()
+        keys = _keys(of, v.get(of, ""), read_lines)
+        got = pick(rule, keys)
+        return got == value.lower() if got is not None else unclaimed(rule, keys, value)
     return False
+
+
+def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
+    """For keys the table has never seen: True if the table pairs each value with one
+    key of its own (one tool per cooking verb) and no key has claimed ``value`` yet, so a
+    new key most likely takes a value not yet taken ("fry", never seen, is the stove when
+    roast is the oven and grill the toaster)."""
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    if not keys or any(k in table for k in keys) or len(table) < 2:
+        return False
+    owner: dict[str, str] = {}
+    for key, counts in table.items():
+        for val in counts:
+            if owner.setdefault(val.lower(), key) != key:
+                return False  # a value shared by keys: no one-to-one pairing
+    return value.lower() not in owner
 
 
 def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:
