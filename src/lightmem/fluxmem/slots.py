@@ -380,15 +380,48 @@ def bind(
     read_lines = lines(reads)
     read_text = "\n".join(read_lines)
     obs, task = observation.lower(), _task(reads)
-    out = []
+    out, near = [], []
     for action in valid:
         m = pattern.fullmatch(action)
         if m is None:
             continue
         v = dict(zip(names, m.groups(), strict=True))
-        if all(_fits(n, v, rules.get(n, {}), read_lines, read_text, obs, task) for n in names):
+        miss = [
+            n for n in names if not _fits(n, v, rules.get(n, {}), read_lines, read_text, obs, task)
+        ]
+        if not miss:
             out.append(action)
-    return out
+        elif len(miss) == 1 and (score := _resembles(miss[0], rules, v, read_lines)):
+            near.append((score, action))
+    if out or not near:
+        return out
+    # No action fits, but a pick keyed by something new resembles known keys: the value
+    # the most alike keys took ("dirty mug" near "dirty saucepan": the dishwasher).
+    best = max(score for score, _ in near)
+    return [a for score, a in near if score == best]
+
+
+def _resembles(
+    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+) -> float:
+    """For a ``pick`` whose table has none of the keys here: how much the table's keys
+    that share words with them vote for the value here (0 if the table has a key)."""
+    rule = rules.get(n, {})
+    if rule.get("fill") != "pick":
+        return 0.0
+    of = str(rule.get("of", ""))
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    keys = _keys(of, v.get(of, ""), read_lines)
+    if not keys or any(k in table for k in keys):
+        return 0.0
+    mine = {w for k in keys for w in k.split() if w not in _STOP}
+    value, score = v[n].lower(), 0.0
+    for key, counts in table.items():
+        theirs = {w for w in key.split() if w not in _STOP}
+        shared = len(mine & theirs) / len(mine | theirs) if mine | theirs else 0.0
+        if shared:
+            score += shared * counts.get(value, 0) / sum(counts.values())
+    return score
 
 
 def _fits(
