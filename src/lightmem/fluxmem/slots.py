@@ -456,7 +456,7 @@ def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
     new key most likely takes a value not yet taken ("fry", never seen, is the stove when
     roast is the oven and grill the toaster)."""
     table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
-    if not keys or any(k in table for k in keys) or len(table) < 2:
+    if not keys or any(k in table for k in keys) or not table:
         return False
     owner: dict[str, str] = {}
     for key, counts in table.items():
