@@ -147,7 +147,13 @@ class Player:
                 "look around" if look else self._choose(game, plans, outcomes, done_here, seen, rng)
             )
             if action is None:
-                break
+                # Nothing untried here (back where it started): walk on by the move taken
+                # least so far, rather than stop.
+                walks = [a for a in game.valid if a in moving and uses[a] < self.MAX_USES]
+                if not walks:
+                    break
+                least = min(uses[a] for a in walks)
+                action = rng.choice([a for a in walks if uses[a] == least])
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
