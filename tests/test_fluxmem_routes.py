@@ -102,7 +102,7 @@ def _won(corridor: Corridor) -> Run:
         t = world.step(a)
         results.append(f"{t.observation} {t.feedback}".strip())
     reads = [
-        [game.task, *[r for a, r in zip(acts[:k], results, strict=True) if a == "read map"]]
+        [game.task, *[r for a, r in zip(acts[:k], results[:k], strict=True) if a == "read map"]]
         for k in range(len(acts))
     ]
     before = ["\n".join([game.task, *results[:k]]) for k in range(len(acts))]
