@@ -380,7 +380,7 @@ def bind(
     read_lines = lines(reads)
     read_text = "\n".join(read_lines)
     obs, task = observation.lower(), _task(reads)
-    out, near = [], []
+    out, near, free = [], [], []
     for action in valid:
         m = pattern.fullmatch(action)
         if m is None:
@@ -393,12 +393,27 @@ def bind(
             out.append(action)
         elif len(miss) == 1 and (score := _resembles(miss[0], rules, v, read_lines)):
             near.append((score, action))
-    if out or not near:
+        elif len(miss) == 1 and _unclaimed_here(miss[0], rules, v, read_lines):
+            free.append(action)
+    if out:
         return out
-    # No action fits, but a pick keyed by something new resembles known keys: the value
-    # the most alike keys took ("dirty mug" near "dirty saucepan": the dishwasher).
-    best = max(score for score, _ in near)
-    return [a for score, a in near if score == best]
+    # No action fits a pick whose table lacks the key here: the value the most alike keys
+    # took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no known key
+    # claimed (see :func:`unclaimed`).
+    if near:
+        best = max(score for score, _ in near)
+        return [a for score, a in near if score == best]
+    return free
+
+
+def _unclaimed_here(
+    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+) -> bool:
+    rule = rules.get(n, {})
+    if rule.get("fill") != "pick":
+        return False
+    keys = _keys(str(rule.get("of", "")), v.get(str(rule.get("of", "")), ""), read_lines)
+    return unclaimed(rule, keys, v[n])
 
 
 def _resembles(
@@ -446,7 +461,7 @@ def _fits(
     if fill == "pick":
         keys = _keys(of, v.get(of, ""), read_lines)
         got = pick(rule, keys)
-        return got == value.lower() if got is not None else unclaimed(rule, keys, value)
+        return got == value.lower()
     return False
 
 

@@ -207,6 +207,7 @@ class TaskFlow:
         near = [n for n in grads if sims[n.id] >= self.config.mature_similarity]
         if not near:
             return None
+
         # Of the skills made for tasks like this one, the one whose replays succeeded most
         # (its stored eta over its source episodes, Laplace-smoothed: 7 of 7 is stronger
         # evidence than 3 of 3), then the most similar.
