@@ -7,6 +7,7 @@ a step that only costs a turn. No game engine needed."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
@@ -26,8 +27,9 @@ class _Corridor(TWXWorld):
     """Three rooms in a row; the coin in the last, the box in the first (where the agent
     starts). Taking the coin scores; putting it in the box wins."""
 
-    def __init__(self, corridor: Corridor) -> None:  # no engine: nothing to start
+    def __init__(self, corridor: Corridor, one_way: bool = False) -> None:  # no engine
         (self.rooms, self.on, self.back) = corridor
+        self.one_way = one_way  # onward only until the coin is held, then back only
         a, b, c = self.rooms
         self.task = (
             f"Your task is to take the coin that is located in the {c}, and put it into "
@@ -59,8 +61,8 @@ class _Corridor(TWXWorld):
 
     def _valid(self) -> list[str]:
         out = ["look around", "read map", "task"]
-        out += [f"move {self.back}"] if self.at > 0 else []
-        out += [f"move {self.on}"] if self.at < 2 else []
+        out += [f"move {self.back}"] if self.at > 0 and not (self.one_way and not self.held) else []
+        out += [f"move {self.on}"] if self.at < 2 and not (self.one_way and self.held) else []
         out += ["take coin"] if self.at == 2 and not self.held else []
         out += ["put coin in box"] if self.at == 0 and self.held else []
         return sorted(out)
@@ -111,8 +113,9 @@ def _won(corridor: Corridor) -> Run:
 
 def test_explorer_takes_a_move_again_from_another_room() -> None:
     # Out and back along a corridor needs each move twice: "move east" from the hall and
-    # again from the study. No memory, so only the explorer is tested.
-    result = Player(_Corridor(EAST), 30, 0).play("corridor", {}, 0, "test", ())
+    # again from the study (one way at a time here, so the walk is forced). No memory, so
+    # only the explorer is tested.
+    result = Player(_Corridor(EAST, one_way=True), 30, 0).play("corridor", {}, 0, "test", ())
     assert result.success
     assert result.actions.count("move east") >= 2 and result.actions.count("move west") >= 2
 
@@ -154,11 +157,15 @@ def test_steps_that_say_which_action_come_before_ones_that_take_anything_in_view
     # taken before walking on.
     wild = {"move <seen1>": {"seen1": {"fill": "seen"}}}
     plan = Plan(("move <seen1>", "take coin", "put coin in box"), wild, "episodes")
-    result = Player(_Corridor(EAST), 30, 0).play("corridor", {}, 0, "test", [plan])
-    entered = result.observations.index(
-        next(o for o in result.observations if o.startswith("You are in the attic"))
-    )
-    assert result.actions[entered + 1] == "take coin"
+    world = _Corridor(EAST)
+    game = world.reset("corridor", {}, 0, "test")
+    world.step("move east")
+    world.step("move east")
+    assert {"move west", "take coin"} <= set(game.valid)
+    player = Player(world, 30, 0)
+    done = {"look around", "read map", "task"}
+    choice = player._choose(game, [plan], None, done, world._look(), random.Random(0))
+    assert choice == "take coin"
 
 
 COOK = "cook <read1> in <pick1>"

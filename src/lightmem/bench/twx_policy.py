@@ -130,7 +130,7 @@ class Player:
         tried: set[str] = set()
         # Actions that took the agent elsewhere (most valid actions changed: a move) are
         # "tried" per state: "move south" from another room is another move.
-        moving: dict[str, set[tuple[frozenset[str], float]]] = {}
+        moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
         uses: Counter[str] = Counter()
         gained: set[str] = set()  # actions the game scored in this attempt
         last = ""
@@ -139,7 +139,7 @@ class Player:
             seen = "\n".join([game.task, *observations])
             # First look around, so what the room holds is in the run's observations.
             look = not actions and "look around" in game.valid
-            here = states[-1]
+            here = (*states[-1], scene)  # the valid actions, the score, the scene
             done_here = tried - {
                 a for a, at in moving.items() if here not in at and uses[a] < self.MAX_USES
             }
@@ -147,13 +147,7 @@ class Player:
                 "look around" if look else self._choose(game, plans, outcomes, done_here, seen, rng)
             )
             if action is None:
-                # Nothing untried here (back where it started): walk on by the move taken
-                # least so far, rather than stop.
-                walks = [a for a in game.valid if a in moving and uses[a] < self.MAX_USES]
-                if not walks:
-                    break
-                least = min(uses[a] for a in walks)
-                action = rng.choice([a for a in walks if uses[a] == least])
+                break
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
