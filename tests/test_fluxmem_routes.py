@@ -215,3 +215,19 @@ def test_stage3_drops_a_constant_step_that_only_costs_a_turn() -> None:
     assert twice == ["take coin"]
     last = [(True, replay(SkillDraft(twice, slots), t)) for t in ("a", "b")]
     assert _drop_unneeded(twice, slots, last, ["a", "b"], replay, kept)[0] == ["take coin"]
+
+
+def test_a_read_slot_whose_values_all_came_after_the_task_never_takes_what_the_task_names() -> None:
+    task = "Cook a meal. Check the cookbook for the recipe."
+
+    def won(item: str) -> Run:
+        recipe = f"Ingredients: {item} Directions: roast the {item} prepare meal"
+        acts = ["read cookbook", f"take {item}"]
+        reads = [[task], [task, recipe]]
+        return Run(acts, reads, [task, f"{task}\n{recipe}"], [recipe, f"You take the {item}."])
+
+    _, slots = induce([won("carrot"), won("red apple")])
+    assert slots["take <read1>"]["read1"].get("beyond_task") is True
+    reads = [task, "Ingredients: salmon Directions: grill the salmon prepare meal"]
+    valid = ["take cookbook", "take salmon"]
+    assert bind("take <read1>", slots["take <read1>"], valid, reads, "") == ["take salmon"]

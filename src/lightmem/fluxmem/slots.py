@@ -280,6 +280,11 @@ def _rules(skel: str, instances: list[_Instance]) -> dict[str, Any] | None:
     for n in names:
         if n.startswith(("read", "seen")):
             rules[n] = {"fill": n.rstrip("0123456789")}
+            k = names.index(n)
+            if n.startswith("read") and not any(_has(t, vals[k]) for vals, _, _, t, _ in instances):
+                # Every value came from a text read after the task (the recipe's
+                # ingredients, never the cookbook the task names): so must the next one.
+                rules[n]["beyond_task"] = True
         elif n.startswith("head"):
             if read is None:
                 return None
@@ -450,7 +455,7 @@ def _fits(
 ) -> bool:
     fill, value = rule.get("fill"), v[n]
     if fill == "read":
-        return _has(read_text, value)
+        return _has(read_text, value) and not (rule.get("beyond_task") and _has(task, value))
     if fill == "seen":
         return True  # a valid action only names what the agent can see or holds
     if fill == "toward":
@@ -473,6 +478,8 @@ def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
     table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
     if not keys or any(k in table for k in keys) or not table:
         return False
+    if sum(sum(c.values()) for c in table.values()) < 2 * len(table):
+        return False  # keys seen about once each: no sign yet that values are not shared
     owner: dict[str, str] = {}
     for key, counts in table.items():
         for val in counts:
