@@ -478,8 +478,6 @@ def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
     table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
     if not keys or any(k in table for k in keys) or not table:
         return False
-    if sum(sum(c.values()) for c in table.values()) < 2 * len(table):
-        return False  # keys seen about once each: no sign yet that values are not shared
     owner: dict[str, str] = {}
     for key, counts in table.items():
         for val in counts:
