@@ -175,6 +175,10 @@ class Stage3:
             if not dropped and len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
                 found.graduated = replay_fn is not None and eta >= GRADUATE_ETA
                 break
+        else:
+            # Out of rounds while still only dropping steps that cost a turn: what it does
+            # has settled (replays as successful), only its length was still shrinking.
+            found.graduated = replay_fn is not None and dropped and found.eta >= GRADUATE_ETA
         return found
 
     def _write(
