@@ -152,7 +152,7 @@ class Stage3:
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
             dropped = False  # a step found unneeded this round: not settled yet
             if rnd and slots and replays:
-                pruned = _prune_by_replay(steps, slots, replays)
+                pruned = _prune_by_replay(steps, slots, replays, tasks)
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _drop_unneeded(steps, slots, replays, tasks, replay_fn, kept)
                     dropped = pruned[0] != steps
@@ -310,20 +310,27 @@ def _drop_unneeded(
 
 
 def _prune_by_replay(
-    steps: list[str], slots: dict[str, Any], replays: Sequence[tuple[bool, StepResult | None]]
+    steps: list[str],
+    slots: dict[str, Any],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, Any]]:
     """Drop the steps failing replays ended on (unless a successful one also did); when
-    some replays succeeded, also the steps none of them needed."""
+    some replays succeeded, also the steps none of them needed. A step is matched to a
+    replayed action as the player bound it: with the task text first among what it had
+    read (``tasks``, in the order of ``replays``) and all it had seen before."""
     used_ok: set[str] = set()
     blamed: set[str] = set()
     ended_ok: set[str] = set()
-    for ok, res in replays:
+    for i, (ok, res) in enumerate(replays):
+        task = tasks[i] if i < len(tasks) else ""
         if res is None or len(res.observations) != len(res.actions) or not res.actions:
             continue
         acts, obs = list(res.actions), list(res.observations)
         docs = list(res.reads) if len(res.reads) == len(acts) else obs
         for k, act in enumerate(acts):
-            reads, now = [d for d in docs[:k] if d], obs[k - 1] if k else ""
+            reads = [task, *(d for d in docs[:k] if d)]
+            now = "\n".join([task, *obs[:k]])
             hit = [s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)]
             if ok:
                 used_ok.update(hit)
