@@ -92,6 +92,9 @@ class Player:
     """Plays one game attempt; keeps, across attempts at the same game, which action came
     just before a failure (an agent's own short-term memory, not the graph)."""
 
+    #: Times an action that takes the agent elsewhere may be taken in one attempt.
+    MAX_USES = 3
+
     def __init__(self, world: TWXWorld, step_limit: int, seed: int) -> None:
         self.world = world
         self.step_limit = step_limit
@@ -125,15 +128,23 @@ class Player:
         opened: list[set[str]] = []  # per action, the valid actions it made available
         states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
         tried: set[str] = set()
+        # Actions that took the agent elsewhere (most valid actions changed: a move) are
+        # "tried" per state: "move south" from another room is another move.
+        moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
         uses: Counter[str] = Counter()
         gained: set[str] = set()  # actions the game scored in this attempt
         last = ""
+        scene = ""  # the first sentence of the latest scene description
         while not game.done and len(actions) < self.step_limit:
             seen = "\n".join([game.task, *observations])
             # First look around, so what the room holds is in the run's observations.
             look = not actions and "look around" in game.valid
+            here = (*states[-1], scene)  # the valid actions, the score, the scene
+            done_here = tried - {
+                a for a, at in moving.items() if here not in at and uses[a] < self.MAX_USES
+            }
             action = (
-                "look around" if look else self._choose(game, plans, outcomes, tried, seen, rng)
+                "look around" if look else self._choose(game, plans, outcomes, done_here, seen, rng)
             )
             if action is None:
                 break
@@ -150,6 +161,13 @@ class Player:
             # shirt put in its place is not taken out), then once more.
             uses[action] += 1
             tried.add(action)
+            # A reply that reads like the opening "look around" (its first words) but
+            # describes another scene took the agent elsewhere.
+            first = turn.observation.split(". ")[0]
+            if scene and first.split()[:3] == scene.split()[:3] and first != scene:
+                moving.setdefault(action, set()).add(here)
+            if look or action in moving:
+                scene = first
             if text.endswith(SCORED):
                 gained.add(action)
             else:
@@ -191,11 +209,18 @@ class Player:
         for a in safe:
             if a.split()[0] == "read":
                 return a
-        for plan in plans:
-            for step in plan.steps:
-                bound = bind(step, plan.slots.get(step, {}), safe, reads, seen)
-                if bound:  # the step allows these equally ("move <seen1>": any exit)
-                    return rng.choice(bound)
+        # Plan steps that say which action (a constant, or slots filled by a rule) come
+        # before those whose slots take anything in view ("move <seen1>": any exit), which
+        # only say what kind of action to explore with.
+        for wild in (False, True):
+            for plan in plans:
+                for step in plan.steps:
+                    rules = plan.slots.get(step, {})
+                    if _wildcard(step, rules) != wild:
+                        continue
+                    bound = bind(step, rules, safe, reads, seen)
+                    if bound:  # the step allows these equally
+                        return rng.choice(bound)
         # An action of a shape some plan has a slotted step for, which that step did not
         # bind, is one memory says does not apply here (cook what the recipe does not say
         # to cook, or with another tool): not tried at random where that shape has ended
@@ -243,6 +268,12 @@ class Player:
 #: Verbs of actions that only inspect or close something: the explorer never picks them
 #: at random (they change nothing a task needs).
 PASSIVE = ("examine", "inventory", "look", "close")
+
+
+def _wildcard(step: str, rules: Mapping[str, Any]) -> bool:
+    """True if every slot of ``step`` takes whatever is in view."""
+    names = re.findall(r"<(\w+)>", step)
+    return bool(names) and all(rules.get(n, {}).get("fill", "seen") == "seen" for n in names)
 
 
 def _named(text: str, thing: str) -> bool:

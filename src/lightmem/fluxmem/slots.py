@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lightmem.fluxmem.routes import fits_toward, toward_rule
 from lightmem.fluxmem.types import Node
 
 _STOP = frozenset("a an the in on to of with from into at and or for is it".split())
@@ -104,9 +105,9 @@ def abstract(action: str, reads: Sequence[str], observation: str) -> tuple[str, 
     return " ".join(tokens), values
 
 
-#: One use of a step: its slot values, the read lines then, what the action got back, and
-#: the run's task text.
-_Instance = tuple[list[str], list[str], str, str]
+#: One use of a step: its slot values, the read lines then, what the action got back, the
+#: run's task text and what the agent had seen before the action.
+_Instance = tuple[list[str], list[str], str, str, str]
 
 
 def _span(words: Sequence[str], i: int, text: str, kind: str) -> tuple[str, str, int] | None:
@@ -136,11 +137,13 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
     need = max(1.0, quorum * len(runs))
     exact: dict[str, _Seen] = {}
     local: set[str] = set()  # actions naming something read beyond the task text
+    skel_of: dict[str, str] = {}
     for e, run in enumerate(runs):
         n = max(1, len(run.actions) - 1)
         for k, act in enumerate(run.actions):
-            _note(exact, act.strip(), e, k / n, [], [], "", "")
+            _note(exact, act.strip(), e, k / n, [], [], "", "", "")
             skel, values = abstract(act, run.reads[k], run.observations[k])
+            skel_of[act.strip()] = skel
             if not _task_bound(skel, values, _task(run.reads[k])):
                 local.add(act.strip())
     # A constant step is one most runs repeat word for word (and more than one run, if
@@ -149,6 +152,11 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
     # carrots is not: the next recipe differs).
     need_const = max(need, len(runs) / 2, min(2, len(runs)))
     constant = {a for a, s in exact.items() if len(s.episodes) >= need_const and a not in local}
+    # A shape whose uses all headed for the task's places on the map read (a route: "move
+    # <seen1>" toward the room the task names) is a slotted step even where one exit
+    # happened to repeat: the next map differs.
+    routes = _routes(runs)
+    constant -= {a for a in constant if skel_of[a] in routes}
     shapes: dict[str, _Seen] = {}  # what varies: the actions that are not constant steps
     for e, run in enumerate(runs):
         n = max(1, len(run.actions) - 1)
@@ -156,7 +164,8 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
             if act.strip() not in constant:
                 skel, values = abstract(act, run.reads[k], run.observations[k])
                 rl, task = lines(run.reads[k]), _task(run.reads[k])
-                _note(shapes, skel, e, k / n, values, rl, run.result(k), task)
+                obs = run.observations[k]
+                _note(shapes, skel, e, k / n, values, rl, run.result(k), task, obs)
     steps: list[tuple[float, str]] = [(_mean(exact[a].positions), a) for a in constant]
     slots: dict[str, Any] = {}
     merged = _merge_picks(shapes, need)
@@ -164,7 +173,7 @@ def induce(runs: Sequence[Run], quorum: float = 0.5) -> tuple[list[str], dict[st
         instances = seen.instances
         if len(seen.episodes) < need or "<" not in skel or not instances:
             continue
-        rules = _rules(skel, instances)
+        rules = {"seen1": routes[skel]} if skel in routes else _rules(skel, instances)
         if rules is None:
             continue
         step, rules = _collapse(skel, rules, instances)
@@ -185,12 +194,26 @@ def _note(
     rl: list[str],
     result: str,
     task: str,
+    obs: str,
 ) -> None:
     seen = into.setdefault(key, _Seen(set(), [], []))
     if e not in seen.episodes:
         seen.positions.append(pos)
     seen.episodes.add(e)
-    seen.instances.append((values, rl, result, task))
+    seen.instances.append((values, rl, result, task, obs))
+
+
+def _routes(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
+    """Shapes of one ``seen`` slot ("move <seen1>") whose uses headed for the task's
+    places on the map read: shape -> its ``toward`` rule."""
+    uses: dict[str, list[tuple[str, list[str], str, str]]] = defaultdict(list)
+    for run in runs:
+        for k, act in enumerate(run.actions):
+            skel, values = abstract(act, run.reads[k], run.observations[k])
+            if len(values) == 1 and skel.endswith("<seen1>") and skel.count("<") == 1:
+                rl, task = lines(run.reads[k]), _task(run.reads[k])
+                uses[skel].append((values[0], rl, task, run.observations[k]))
+    return {s: r for s, u in uses.items() if (r := toward_rule(u)) is not None}
 
 
 def _task(reads: Sequence[str]) -> str:
@@ -231,7 +254,7 @@ def _merge_picks(shapes: dict[str, _Seen], need: float) -> dict[str, _Seen]:
             word = m.split()[p]
             merged.positions += shapes[m].positions
             merged.instances += [
-                (_insert(wild, v, word), r, res, t) for v, r, res, t in shapes[m].instances
+                (_insert(wild, v, word), r, res, t, o) for v, r, res, t, o in shapes[m].instances
             ]
             out.pop(m, None)
         out[wild.replace("*", "<pick1>")] = merged
@@ -257,6 +280,11 @@ def _rules(skel: str, instances: list[_Instance]) -> dict[str, Any] | None:
     for n in names:
         if n.startswith(("read", "seen")):
             rules[n] = {"fill": n.rstrip("0123456789")}
+            k = names.index(n)
+            if n.startswith("read") and not any(_has(t, vals[k]) for vals, _, _, t, _ in instances):
+                # Every value came from a text read after the task (the recipe's
+                # ingredients, never the cookbook the task names): so must the next one.
+                rules[n]["beyond_task"] = True
         elif n.startswith("head"):
             if read is None:
                 return None
@@ -266,7 +294,7 @@ def _rules(skel: str, instances: list[_Instance]) -> dict[str, Any] | None:
             if of is None:
                 return None
             table: dict[str, Counter[str]] = defaultdict(Counter)
-            for values, rl, result, _ in instances:
+            for values, rl, result, _, _ in instances:
                 v = dict(zip(names, values, strict=True))
                 for key in _keys(of, v[of], rl, result):
                     table[key][v[n]] += 1
@@ -289,7 +317,7 @@ def _depend(names: list[str], rules: dict[str, Any], instances: list[_Instance])
             if not of.startswith(("read", "seen")):
                 continue
             table: dict[str, Counter[str]] = defaultdict(Counter)
-            for values, rl, result, _ in instances:
+            for values, rl, result, _, _ in instances:
                 for key in _keys(of, values[k], rl, result):
                     table[key][values[j].lower()] += 1
             total = sum(sum(c.values()) for c in table.values())
@@ -326,9 +354,9 @@ def _collapse(
     next recipe)."""
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(skel)]
     for idx, n in enumerate(names):
-        vals = {v[idx].lower() for v, _, _, _ in instances}
+        vals = {v[idx].lower() for v, _, _, _, _ in instances}
         used_by = [r for r in rules.values() if r.get("of") == n]
-        fixed = all(_has(t, v[idx].lower()) for v, _, _, t in instances)
+        fixed = all(_has(t, v[idx].lower()) for v, _, _, t, _ in instances)
         if rules[n]["fill"] == "read" and not fixed:
             continue
         if len(vals) == 1 and rules[n]["fill"] in ("read", "seen") and not used_by:
@@ -356,16 +384,64 @@ def bind(
     )
     read_lines = lines(reads)
     read_text = "\n".join(read_lines)
-    obs = observation.lower()
-    out = []
+    obs, task = observation.lower(), _task(reads)
+    out, near, free = [], [], []
     for action in valid:
         m = pattern.fullmatch(action)
         if m is None:
             continue
         v = dict(zip(names, m.groups(), strict=True))
-        if all(_fits(n, v, rules.get(n, {}), read_lines, read_text, obs) for n in names):
+        miss = [
+            n for n in names if not _fits(n, v, rules.get(n, {}), read_lines, read_text, obs, task)
+        ]
+        if not miss:
             out.append(action)
-    return out
+        elif len(miss) == 1 and (score := _resembles(miss[0], rules, v, read_lines)):
+            near.append((score, action))
+        elif len(miss) == 1 and _unclaimed_here(miss[0], rules, v, read_lines):
+            free.append(action)
+    if out:
+        return out
+    # No action fits a pick whose table lacks the key here: the value the most alike keys
+    # took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no known key
+    # claimed (see :func:`unclaimed`).
+    if near:
+        best = max(score for score, _ in near)
+        return [a for score, a in near if score == best]
+    return free
+
+
+def _unclaimed_here(
+    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+) -> bool:
+    rule = rules.get(n, {})
+    if rule.get("fill") != "pick":
+        return False
+    keys = _keys(str(rule.get("of", "")), v.get(str(rule.get("of", "")), ""), read_lines)
+    return unclaimed(rule, keys, v[n])
+
+
+def _resembles(
+    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+) -> float:
+    """For a ``pick`` whose table has none of the keys here: how much the table's keys
+    that share words with them vote for the value here (0 if the table has a key)."""
+    rule = rules.get(n, {})
+    if rule.get("fill") != "pick":
+        return 0.0
+    of = str(rule.get("of", ""))
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    keys = _keys(of, v.get(of, ""), read_lines)
+    if not keys or any(k in table for k in keys):
+        return 0.0
+    mine = {w for k in keys for w in k.split() if w not in _STOP}
+    value, score = v[n].lower(), 0.0
+    for key, counts in table.items():
+        theirs = {w for w in key.split() if w not in _STOP}
+        shared = len(mine & theirs) / len(mine | theirs) if mine | theirs else 0.0
+        if shared:
+            score += shared * counts.get(value, 0) / sum(counts.values())
+    return score
 
 
 def _fits(
@@ -375,18 +451,39 @@ def _fits(
     read_lines: Sequence[str],
     read_text: str,
     obs: str,
+    task: str,
 ) -> bool:
     fill, value = rule.get("fill"), v[n]
     if fill == "read":
-        return _has(read_text, value)
+        return _has(read_text, value) and not (rule.get("beyond_task") and _has(task, value))
     if fill == "seen":
         return True  # a valid action only names what the agent can see or holds
+    if fill == "toward":
+        return fits_toward(rule, value, read_lines, task, obs)
     of = str(rule.get("of", ""))
     if fill == "head":
         return value.lower() in _heads(read_lines, v.get(of, ""))
     if fill == "pick":
-        return pick(rule, _keys(of, v.get(of, ""), read_lines)) == value.lower()
+        keys = _keys(of, v.get(of, ""), read_lines)
+        got = pick(rule, keys)
+        return got == value.lower()
     return False
+
+
+def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
+    """For keys the table has never seen: True if the table pairs each value with one
+    key of its own (one tool per cooking verb) and no key has claimed ``value`` yet, so a
+    new key most likely takes a value not yet taken ("fry", never seen, is the stove when
+    roast is the oven and grill the toaster)."""
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    if not keys or any(k in table for k in keys) or not table:
+        return False
+    owner: dict[str, str] = {}
+    for key, counts in table.items():
+        for val in counts:
+            if owner.setdefault(val.lower(), key) != key:
+                return False  # a value shared by keys: no one-to-one pairing
+    return value.lower() not in owner
 
 
 def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:

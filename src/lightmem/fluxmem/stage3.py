@@ -147,9 +147,16 @@ class Stage3:
         if prev_vec is not None:
             found.vec = prev_vec
         replays: list[tuple[bool, StepResult | None]] = []
+        tasks = [str(m.data.get("task", "")) for m in members]
+        kept: set[str] = set()  # constant steps a replay without them showed are needed
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
+            dropped = False  # a step found unneeded this round: not settled yet
             if rnd and slots and replays:
-                steps, slots = _prune_by_replay(steps, slots, replays)
+                pruned = _prune_by_replay(steps, slots, replays, tasks)
+                if pruned == (steps, slots) and replay_fn is not None:
+                    pruned = _drop_unneeded(steps, slots, replays, tasks, replay_fn, kept)
+                    dropped = pruned[0] != steps
+                steps, slots = pruned
             elif rnd:
                 steps = self.reasoner.refine(steps, good, bad)
             if not steps:
@@ -157,7 +164,6 @@ class Stage3:
             draft = SkillDraft(steps, slots)
             vec = self.embedder.embed([str(draft)], op="fluxmem.stage3")[0]
             if replay_fn is not None:
-                tasks = [str(m.data.get("task", "")) for m in members]
                 replays = [_replayed(replay_fn(draft, t)) for t in tasks]
                 eta = float(np.mean([ok for ok, _ in replays]))
             else:
@@ -166,9 +172,13 @@ class Stage3:
             found.steps, found.slots, found.vec, found.eta = steps, slots, vec, eta
             prev_vec = vec
             c = found.curve
-            if len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
+            if not dropped and len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
                 found.graduated = replay_fn is not None and eta >= GRADUATE_ETA
                 break
+        else:
+            # Out of rounds while still only dropping steps that cost a turn: what it does
+            # has settled (replays as successful), only its length was still shrinking.
+            found.graduated = replay_fn is not None and dropped and found.eta >= GRADUATE_ETA
         return found
 
     def _write(
@@ -265,21 +275,62 @@ def _replayed(out: bool | StepResult) -> tuple[bool, StepResult | None]:
     return bool(out), None
 
 
+def _cost(replays: Sequence[tuple[bool, StepResult | None]]) -> tuple[float, float]:
+    """(replay success rate, minus the mean steps of the successful replays): higher is
+    better."""
+    wins = [len(r.actions) for ok, r in replays if ok and r is not None]
+    rate = sum(ok for ok, _ in replays) / len(replays) if replays else 0.0
+    return rate, -(sum(wins) / len(wins)) if wins else 0.0
+
+
+def _drop_unneeded(
+    steps: list[str],
+    slots: dict[str, Any],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str],
+    replay_fn: ReplayFn,
+    kept: set[str],
+) -> tuple[list[str], dict[str, Any]]:
+    """The skill without the first constant step whose removal keeps the replays as
+    successful in fewer steps (a step that only costs a turn); each step is tried once
+    (``kept`` remembers those found needed, or taken anyway)."""
+    now = _cost(replays)
+    for step in steps:
+        if step in slots or step in kept:
+            continue
+        trial = [s for s in steps if s != step]
+        if not trial:
+            break
+        draft = SkillDraft(trial, slots)
+        rate, steps_saved = _cost([_replayed(replay_fn(draft, t)) for t in tasks])
+        if rate >= now[0] and steps_saved > now[1]:
+            return trial, slots
+        kept.add(step)
+    return steps, slots
+
+
 def _prune_by_replay(
-    steps: list[str], slots: dict[str, Any], replays: Sequence[tuple[bool, StepResult | None]]
+    steps: list[str],
+    slots: dict[str, Any],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str] = (),
 ) -> tuple[list[str], dict[str, Any]]:
     """Drop the steps failing replays ended on (unless a successful one also did); when
-    some replays succeeded, also the steps none of them needed."""
+    some replays succeeded, also the steps none of them needed. A step is matched to a
+    replayed action as the player bound it: with the task text first among what it had
+    read (``tasks``, in the order of ``replays``) and all it had seen before."""
     used_ok: set[str] = set()
     blamed: set[str] = set()
     ended_ok: set[str] = set()
-    for ok, res in replays:
+    for i, (ok, res) in enumerate(replays):
+        task = tasks[i] if i < len(tasks) else ""
         if res is None or len(res.observations) != len(res.actions) or not res.actions:
             continue
         acts, obs = list(res.actions), list(res.observations)
         docs = list(res.reads) if len(res.reads) == len(acts) else obs
         for k, act in enumerate(acts):
-            reads, now = [d for d in docs[:k] if d], obs[k - 1] if k else ""
+            reads = [task, *(d for d in docs[:k] if d)]
+            now = "\n".join([task, *obs[:k]])
             hit = [s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)]
             if ok:
                 used_ok.update(hit)

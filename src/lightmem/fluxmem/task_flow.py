@@ -190,8 +190,9 @@ class TaskFlow:
         )
 
     def mature_subgraph(self, task: str, scope: Scope) -> Subgraph | None:
-        """The graduated skill whose source tasks are most like ``task`` (at least
-        ``mature_similarity``), as a subgraph of that skill alone; None if there is none."""
+        """Of the graduated skills whose source tasks are like ``task`` (similarity at
+        least ``mature_similarity``), the one with the best replay record (eta), then the
+        most similar, as a subgraph of that skill alone; None if there is none."""
         if self.config.mature_similarity <= 0:
             return None
         grads = [
@@ -202,10 +203,21 @@ class TaskFlow:
         if not grads:
             return None
         qv = self.embedder.embed([task], op="fluxmem.mature")[0]
-        best = max(grads, key=lambda n: float(np.asarray(n.data["trigger"], np.float32) @ qv))
-        sim = float(np.asarray(best.data["trigger"], np.float32) @ qv)
-        if sim < self.config.mature_similarity:
+        sims = {n.id: float(np.asarray(n.data["trigger"], np.float32) @ qv) for n in grads}
+        near = [n for n in grads if sims[n.id] >= self.config.mature_similarity]
+        if not near:
             return None
+
+        # Of the skills made for tasks like this one, the one whose replays succeeded most
+        # (its stored eta over its source episodes, Laplace-smoothed: 7 of 7 is stronger
+        # evidence than 3 of 3), then the most similar.
+        def record(n: Node) -> tuple[float, float]:
+            runs = len(n.data.get("source_episodes", []))
+            wins = float(n.data.get("eta", 0.0)) * runs
+            return (wins + 1) / (runs + 2), sims[n.id]
+
+        best = max(near, key=record)
+        sim = sims[best.id]
         return Subgraph(
             task, (), (), (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),)
         )
