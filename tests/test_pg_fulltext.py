@@ -219,6 +219,11 @@ def test_bulk_loads_are_counted_and_ranked_alike(pair: tuple[MemoryStore, Any]) 
     assert _postings_are_the_terms(pg)
     with pg.db.read() as s:  # the postings index dropped for the load is back
         assert s.one("SELECT to_regclass('entry_postings_term')")[0] is not None
+        # and the postings were vacuumed: index-only scans need not visit the table
+        pages, visible = s.one(
+            "SELECT relpages, relallvisible FROM pg_class WHERE oid = 'entry_postings'::regclass"
+        )
+        assert pages > 0 and visible == pages
 
 
 def test_a_selective_filter_still_fills_the_limit(pair: tuple[MemoryStore, Any]) -> None:

@@ -10,6 +10,7 @@ versioned, safe to run twice); every operation is one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from lightmem.store.entries import SQLStore
@@ -19,6 +20,8 @@ from lightmem.store.postgres_schema import MIGRATIONS
 from lightmem.store.postgres_search import PostgresEntryIndex, PostgresNodeIndex, to_numpy
 from lightmem.store.postgres_terms import fill_search_terms, query_lexemes, tsquery_text
 from lightmem.store.text_index import Stemmer
+from lightmem.store.values import Vector
+from lightmem.types import MemoryEntry
 
 __all__ = [
     "MIGRATIONS",
@@ -67,6 +70,17 @@ class PostgresStore(SQLStore):
         graph = SQLGraphStore(db, PostgresNodeIndex(db, self.stemmer))
         super().__init__(db, self.entry_index, graph)
         self.pg = db
+
+    def import_entries(
+        self, rows: Iterable[tuple[MemoryEntry, Vector]], reason: str = "imported"
+    ) -> int:
+        """As :meth:`SQLStore.import_entries`, then ``VACUUM (ANALYZE)`` of the postings: a
+        bulk load leaves their visibility map empty, and until autovacuum came by every
+        index-only read of a query word's postings would visit the table too (at 1M
+        entries a 3-word text search took 23 ms instead of 4)."""
+        n = super().import_entries(rows, reason)
+        self.pg.vacuum(("entry_postings",), "VACUUM (ANALYZE)", f"{n} entries imported")
+        return n
 
     def fill_search_terms(self, conn: Any) -> int:
         """In transaction ``conn``: compute ``search_terms`` for entries and graph nodes

@@ -87,21 +87,27 @@ class PostgresDatabase:
         """VACUUM the touched tables (with their TOAST and indexes) after the commit, so the
         removed rows' space is pruned and reused. VACUUM cannot run in a transaction: one
         pooled connection is switched to autocommit for it."""
+        self.vacuum(tables, "VACUUM", "purge committed")
+        return True
+
+    def vacuum(self, tables: Sequence[str], command: str, done: str) -> None:
+        """Run ``command`` (``VACUUM`` with its options) on ``tables`` of this schema, outside
+        a transaction (on one pooled connection switched to autocommit); a failure is a
+        :class:`StoreError` saying what had been ``done`` already."""
         import psycopg
 
         if not tables:
-            return True
+            return
         try:
             with self._pool.connection() as conn:
                 conn.autocommit = True
                 try:
                     for table in tables:
-                        conn.execute(f"VACUUM {self.schema}.{table}")
+                        conn.execute(f"{command} {self.schema}.{table}")
                 finally:
                     conn.autocommit = False
         except psycopg.Error as exc:
-            raise StoreError(f"store {self.path}: purge committed, VACUUM failed: {exc}") from exc
-        return True
+            raise StoreError(f"store {self.path}: {done}, {command} failed: {exc}") from exc
 
     def close(self) -> None:
         try:
