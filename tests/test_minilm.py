@@ -135,9 +135,8 @@ def test_lines_embeds_each_line_alone_and_pools_over_all_tokens(minilm: MiniLMEm
     assert float(got @ minilm.embed([text])[0]) < 0.999  # not the whole-text vector
 
 
-def test_lines_are_remembered(minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    lines = MiniLMEmbedder(lines=True)
-    first = lines.embed([f"{TEXTS[0]}\n{TEXTS[1]}"])
+def _record_encodes(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """From now on, the texts of each call that runs through the network."""
     seen: list[list[str]] = []
     encode = BertEncoder.encode_sums
 
@@ -148,6 +147,13 @@ def test_lines_are_remembered(minilm: MiniLMEmbedder, monkeypatch: pytest.Monkey
         return encode(self, texts, workers=workers)
 
     monkeypatch.setattr(BertEncoder, "encode_sums", recording)
+    return seen
+
+
+def test_lines_are_remembered(minilm: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = MiniLMEmbedder(lines=True)
+    first = lines.embed([f"{TEXTS[0]}\n{TEXTS[1]}"])
+    seen = _record_encodes(monkeypatch)
     again = lines.embed([f"{TEXTS[0]}\n{TEXTS[1]}", f"{TEXTS[1]}\n{TEXTS[2]}", TEXTS[0]])
     assert seen == [[TEXTS[2]]]  # only the line not met before ran through the network
     np.testing.assert_allclose(again[0], first[0], atol=1e-7)
@@ -175,16 +181,7 @@ def test_the_least_recently_used_line_is_forgotten_first(
     lines.embed([b])
     lines.embed([a])  # a is used again: b is now the least recently used
     lines.embed([c])
-    seen: list[list[str]] = []
-    encode = BertEncoder.encode_sums
-
-    def recording(
-        self: BertEncoder, texts: list[str], *, workers: int = 1
-    ) -> tuple[np.ndarray, np.ndarray]:
-        seen.append(list(texts))
-        return encode(self, texts, workers=workers)
-
-    monkeypatch.setattr(BertEncoder, "encode_sums", recording)
+    seen = _record_encodes(monkeypatch)
     lines.embed([a])
     lines.embed([b])
     assert seen == [[b]]
