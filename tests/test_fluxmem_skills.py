@@ -186,3 +186,17 @@ def test_twx_benchmark_reports_every_arm_per_game(tmp_path: Path) -> None:
         assert set(coin[key]) == arms
     assert coin["params"]["numLocations"] == 2 and coin["llm_calls"]["stage1_2_3"] == 0
     assert len(json.loads(out.read_text())["games"]["coin"]["samples"]) == 1
+
+
+def test_a_skill_still_shrinking_when_its_rounds_run_out_graduates(tmp_path: Path) -> None:
+    """Replays that win whatever the skill: each round drops a step that only cost a turn,
+    so PEMS never settles; what the skill does has, so it graduates at the round limit."""
+
+    def replay(skill: SkillDraft, task: str) -> StepResult:
+        return StepResult(1, None, True, tuple(skill.steps), tuple("Done." for _ in skill.steps))
+
+    with _agent(tmp_path / "s.db", max_consolidation_rounds=3) as agent:
+        report = agent.consolidate(replay_fn=replay)
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+        assert len(skill.steps) < len(_game(*GAMES[0])[0])  # it was still shrinking
+        assert report.graduated == [skill.id] and skill.data["graduated"] is True
