@@ -17,12 +17,14 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lightmem.pipeline.retrieve import rrf
+from lightmem.pipeline.side_by_side import run_both
 from lightmem.store.base import MemoryStore
 from lightmem.types import Filters, MemoryEntry, Scope
 
@@ -141,13 +143,13 @@ def _search(
         recalls.append(len(got & {int(x) for x in truth}) / K)
         t2 = time.perf_counter()
         terms = texts[int(p)].split()[:3]
-        rrf(
-            [
-                (1.0, store.vector_search(q, Scope(), f, 100)),
-                (1.0, store.text_search(terms, Scope(), f, 100)),
-            ],
-            60,
+        # as a retrieval runs them: side by side where the store serves both at once
+        ranked = run_both(
+            store,
+            partial(store.vector_search, q, Scope(), f, 100),
+            partial(store.text_search, terms, Scope(), f, 100),
         )
+        rrf([(1.0, ranked[0]), (1.0, ranked[1])], 60)
         hybrid.append(time.perf_counter() - t2)
     return {
         "embedding": _lat(dense),

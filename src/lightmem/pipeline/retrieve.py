@@ -11,6 +11,7 @@ from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
 from lightmem.pipeline.expand import expansion_terms, named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
+from lightmem.pipeline.side_by_side import Search, run_both
 from lightmem.sanitize import inline, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
@@ -231,18 +232,19 @@ class Retriever:
     ) -> list[ScoredId]:
         """Dense and BM25 rankings of ``query`` fused (``qv``: its vector if already
         computed; ``terms``: BM25 terms instead of the query's content words)."""
-        lists: list[tuple[float, list[ScoredId]]] = []
+        dense: Search | None = None
+        text: Search | None = None
         if mode in ("embedding", "hybrid"):
-            if qv is None:
-                qv = self._embedder.embed([query], op="retrieve")[0]
-            lists.append((p.dense_weight, self._store.vector_search(qv, scope, f, p.candidates)))
+            vec = self._embedder.embed([query], op="retrieve")[0] if qv is None else qv
+            dense = lambda: self._store.vector_search(vec, scope, f, p.candidates)  # noqa: E731
         if mode in ("context", "hybrid"):
             words = content_terms(query) if terms is None else terms
-            hits = self._store.text_search(words, scope, f, p.candidates)
-            lists.append((p.text_weight, hits))
-        if len(lists) == 1:
-            return lists[0][1]
-        return rrf(lists, p.rrf_k)
+            text = lambda: self._store.text_search(words, scope, f, p.candidates)  # noqa: E731
+        if dense is None or text is None:
+            only = dense or text
+            return only() if only is not None else []
+        ranked = run_both(self._store, dense, text)
+        return rrf([(p.dense_weight, ranked[0]), (p.text_weight, ranked[1])], p.rrf_k)
 
     def _hierarchical(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams

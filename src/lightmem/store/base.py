@@ -95,7 +95,13 @@ class EntryStore(Protocol):
 
 
 class EntrySearch(Protocol):
-    """Vector and full-text search over entries (retrieval, offline update)."""
+    """Vector and full-text search over entries (retrieval, offline update).
+
+    ``parallel_reads``: two searches may run at once on two threads and gain from it (a
+    server store with a connection pool); a retrieval then runs its dense and full-text
+    searches side by side (:mod:`lightmem.pipeline.side_by_side`)."""
+
+    parallel_reads: bool
 
     def vector_search(
         self, query: Vector, scope: Scope, filters: Filters, k: int

@@ -99,6 +99,8 @@ class EntryIndex(EntryVectors, Protocol):
 class SQLStore(SQLBookkeeping):
     """A :class:`~lightmem.store.base.MemoryStore` over a database and a search piece."""
 
+    parallel_reads = False  # the embedded store: in-process searches under one lock
+
     def __init__(self, db: Database, index: EntryIndex, graph: SQLGraphStore) -> None:
         super().__init__(db, index)
         self.index = index

@@ -42,6 +42,8 @@ class PostgresStore(SQLStore):
     full-precision vectors) or ``"vector"`` (the vectors as stored); searches follow the
     index a store already has."""
 
+    parallel_reads = True  # each search on a pooled connection, in a backend of its own
+
     def __init__(
         self,
         dsn: str,
