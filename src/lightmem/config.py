@@ -73,7 +73,7 @@ class Settings:
     store_dsn: str = ""
     store_schema: str = "lightmem"
     store_pool_size: int = 8
-    store_ef_search: int = 200
+    store_ef_search: int = 128
     pre_compress: bool = True
     compressor: str = "entropy"
     compress_rate: float = 0.3
@@ -355,7 +355,7 @@ def _store(root: ConfigSection, notes: list[str]) -> dict[str, Any]:
             raise ConfigError("store.dsn: required for the postgres store (or set LIGHTMEM_PG_DSN)")
         out["store_schema"] = st.get_str("schema", "lightmem")
         out["store_pool_size"] = st.get_int("pool_size", 8, 1, 1000)
-        out["store_ef_search"] = st.get_int("ef_search", 200, 1, 10_000)
+        out["store_ef_search"] = st.get_int("ef_search", 128, 1, 10_000)
     st.done()
     return out
 

@@ -50,7 +50,7 @@ class PostgresStore(SQLStore):
         *,
         schema: str = "lightmem",
         pool_size: int = 8,
-        ef_search: int = 200,
+        ef_search: int = 128,
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,

@@ -83,7 +83,7 @@ class PostgresEntryIndex:
         db: PostgresDatabase,
         stemmer: Stemmer,
         *,
-        ef_search: int = 200,
+        ef_search: int = 128,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
         vector_index: str = "halfvec",
