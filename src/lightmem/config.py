@@ -23,6 +23,7 @@ from lightmem.pipeline.compress import (
 from lightmem.pipeline.retrieve import CONTEXT_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
 from lightmem.store.base import MemoryStore
+from lightmem.store.values import DEFAULT_EF_SEARCH
 
 INDEX_STRATEGIES = ("embedding", "context", "hybrid")
 RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
@@ -73,7 +74,7 @@ class Settings:
     store_dsn: str = ""
     store_schema: str = "lightmem"
     store_pool_size: int = 8
-    store_ef_search: int = 128
+    store_ef_search: int = DEFAULT_EF_SEARCH
     pre_compress: bool = True
     compressor: str = "entropy"
     compress_rate: float = 0.3
@@ -355,7 +356,7 @@ def _store(root: ConfigSection, notes: list[str]) -> dict[str, Any]:
             raise ConfigError("store.dsn: required for the postgres store (or set LIGHTMEM_PG_DSN)")
         out["store_schema"] = st.get_str("schema", "lightmem")
         out["store_pool_size"] = st.get_int("pool_size", 8, 1, 1000)
-        out["store_ef_search"] = st.get_int("ef_search", 128, 1, 10_000)
+        out["store_ef_search"] = st.get_int("ef_search", DEFAULT_EF_SEARCH, 1, 10_000)
     st.done()
     return out
 

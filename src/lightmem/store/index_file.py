@@ -92,9 +92,9 @@ def write(
         if a.dtype == object:
             raise TypeError(f"section {name!r}: object arrays cannot be saved")
         raw = a.reshape(-1).view(np.uint8)
-        rows = a.shape[0] if a.shape else 1
+        rows = a.shape[0]  # (ascontiguousarray gives at least one dimension)
         row_bytes = a.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
-        capacity = rows + spare_rows(rows) if a.shape and name in grow else rows
+        capacity = rows + spare_rows(rows) if name in grow else rows
         offset = -(-offset // _ALIGN) * _ALIGN
         sections.append(
             {
@@ -149,16 +149,18 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
         checks: list[tuple[str, npt.NDArray[np.uint8], int]] = []
         for sec in doc["sections"]:
             shape = tuple(int(x) for x in sec["shape"])
+            if not shape:
+                raise DamagedIndexFile(f"{path}: section {sec['name']!r} has no shape")
             dtype = np.dtype(sec["dtype"])
-            full_shape = (int(sec["capacity"]), *shape[1:]) if shape else ()
+            full_shape = (int(sec["capacity"]), *shape[1:])
             items = int(np.prod(full_shape, dtype=np.int64))
             start = base + int(sec["offset"])
             if start + items * dtype.itemsize > total:
                 raise DamagedIndexFile(f"{path}: section {sec['name']!r} truncated")
             full = np.frombuffer(mapped, dtype, items, start).reshape(full_shape)
-            arr = full[: shape[0]] if shape else full
+            arr = full[: shape[0]]
             data = arr.reshape(-1).view(np.uint8)
-            if data.nbytes != int(sec["nbytes"]) or full_shape[:1] < shape[:1]:
+            if data.nbytes != int(sec["nbytes"]) or full_shape[0] < shape[0]:
                 raise DamagedIndexFile(f"{path}: section {sec['name']!r} has the wrong size")
             checks.append((sec["name"], data, int(sec["checksum"])))
             arrays[sec["name"]] = full

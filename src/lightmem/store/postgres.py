@@ -20,7 +20,7 @@ from lightmem.store.postgres_schema import MIGRATIONS
 from lightmem.store.postgres_search import PostgresEntryIndex, PostgresNodeIndex, to_numpy
 from lightmem.store.postgres_terms import fill_search_terms, query_lexemes, tsquery_text
 from lightmem.store.text_index import Stemmer
-from lightmem.store.values import Vector
+from lightmem.store.values import DEFAULT_EF_SEARCH, Vector
 from lightmem.types import MemoryEntry
 
 __all__ = [
@@ -50,7 +50,7 @@ class PostgresStore(SQLStore):
         *,
         schema: str = "lightmem",
         pool_size: int = 8,
-        ef_search: int = 128,
+        ef_search: int = DEFAULT_EF_SEARCH,
         connect_timeout_s: float = 10.0,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,

@@ -37,7 +37,7 @@ from lightmem.store.sql import (
     scope_sql,
 )
 from lightmem.store.text_index import Stemmer
-from lightmem.store.values import ScoredId, Vector
+from lightmem.store.values import DEFAULT_EF_SEARCH, ScoredId, Vector
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
 #: What the HNSW index holds: the vectors as stored, or half-precision copies (half the
@@ -83,7 +83,7 @@ class PostgresEntryIndex:
         db: PostgresDatabase,
         stemmer: Stemmer,
         *,
-        ef_search: int = 128,
+        ef_search: int = DEFAULT_EF_SEARCH,
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
         vector_index: str = "halfvec",

@@ -52,6 +52,14 @@ def store_epoch(s: Session) -> str:
     return str(row[0]) if row else ""
 
 
+def renew_epoch(s: Session, epoch: str | None = None) -> str:
+    """Give the store a new index epoch (``epoch``, or a random one): every process's
+    columns and any saved file of the old epoch are then read again or rebuilt."""
+    epoch = epoch or secrets.token_hex(16)
+    s.execute("UPDATE meta SET value = ? WHERE key = 'index_epoch'", (epoch,))
+    return epoch
+
+
 @dataclass(slots=True)
 class Stamp:
     """What the columns reflect: the store's epoch, last row id, last log sequence."""
@@ -192,7 +200,7 @@ class SavedIndex:
         # After the file: a process that sees the new epoch finds the file that has it
         # (a crash in between leaves a file of an unknown epoch, which is rebuilt).
         with self.db.transaction() as t:
-            t.execute("UPDATE meta SET value = ? WHERE key = 'index_epoch'", (epoch,))
+            renew_epoch(t, epoch)
         return True
 
 

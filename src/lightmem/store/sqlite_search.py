@@ -13,7 +13,7 @@ from lightmem.store.ann_index import IndexPolicy, ann_available
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params, top_k
-from lightmem.store.saved_index import SavedIndex, store_epoch
+from lightmem.store.saved_index import SavedIndex, renew_epoch, store_epoch
 from lightmem.store.sql import SQLITE, scope_sql
 from lightmem.store.sqlite_db import SQLiteDatabase
 from lightmem.store.text_index import Stemmer
@@ -74,7 +74,7 @@ class SQLiteEntryIndex:
     def end_reembed(self, s: Session, dim: int, rows: int) -> None:
         # Vectors changed in place, which the index log does not record: a new epoch makes
         # every process (and the saved file) rebuild its search columns from the file.
-        s.execute("UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'index_epoch'")
+        renew_epoch(s)
 
     def after_reembed(self, dim: int) -> None:
         """Rebuild this process's columns (and IVF index) now; a large store's build is

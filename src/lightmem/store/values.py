@@ -13,6 +13,10 @@ from lightmem.types import Message, Scope
 MessageStatus = Literal["pending", "segmented", "extracted"]
 ScoredId = tuple[str, float]
 Vector = npt.NDArray[np.float32]
+#: PostgreSQL's HNSW search breadth unless configured: the lowest that kept recall@10 >= 0.95
+#: on every 1M build measured (README "Storage backends"); the config edge and the store
+#: both default to it.
+DEFAULT_EF_SEARCH = 128
 
 
 @dataclass(frozen=True, slots=True)
