@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightmem.bench.twx_env import Game, TWXWorld
-from lightmem.fluxmem.slots import Outcomes, Run, abstract, bind, episode_run, induce, lines
+from lightmem.fluxmem.slots import (
+    Outcomes,
+    Run,
+    abstract,
+    bind,
+    bind_ranked,
+    episode_run,
+    induce,
+    lines,
+    pooled,
+    sought,
+)
 from lightmem.fluxmem.types import Node, StepResult
 
 SCORED = ("Your score went up.", "The task is complete.")
@@ -211,16 +222,49 @@ class Player:
                 return a
         # Plan steps that say which action (a constant, or slots filled by a rule) come
         # before those whose slots take anything in view ("move <seen1>": any exit), which
-        # only say what kind of action to explore with.
-        for wild in (False, True):
-            for plan in plans:
-                for step in plan.steps:
-                    rules = plan.slots.get(step, {})
-                    if _wildcard(step, rules) != wild:
-                        continue
-                    bound = bind(step, rules, safe, reads, seen)
-                    if bound:  # the step allows these equally
-                        return rng.choice(bound)
+        # only say what kind of action to explore with. A step that can only guess (its
+        # pick table lacks the thing here) waits for the plan's exploring steps before
+        # it: what the skill opens first may hold the place a better guess names.
+        guess: tuple[list[str], Plan, int, dict[str, Any]] | None = None
+        for plan in plans:
+            for i, step in enumerate(plan.steps):
+                rules = plan.slots.get(step, {})
+                if _wildcard(step, rules):
+                    continue
+                bound, exact = bind_ranked(step, rules, safe, reads, seen)
+                if bound and exact:  # the step allows these equally
+                    return rng.choice(bound)
+                if bound and guess is None:
+                    # What every plan knows of where things go, before guessing.
+                    others = [p.slots.get(step, {}) for p in plans if p is not plan]
+                    rules = pooled([rules, *others])
+                    wider, exact = bind_ranked(step, rules, safe, reads, seen)
+                    if wider and exact:
+                        return rng.choice(wider)
+                    guess = (wider or bound, plan, i, rules)
+        if guess is not None:
+            bound, plan, i, rules = guess
+            # Where memory says the thing goes, if that is in view but not yet open to
+            # it (the dishwasher, closed): act on it first.
+            want = sought(plan.steps[i], rules, safe, reads, seen)
+            for a in safe:
+                if a not in bound and any(_named(a.lower(), v) for v in want):
+                    return a
+            # The exploring steps any plan takes before this step come first.
+            step = plan.steps[i]
+            for p in (plan, *plans):
+                for earlier in p.steps[: p.steps.index(step)] if step in p.steps else ():
+                    rules = p.slots.get(earlier, {})
+                    if _wildcard(earlier, rules) and (
+                        first := bind(earlier, rules, safe, reads, seen)
+                    ):
+                        return rng.choice(first)
+            return rng.choice(bound)
+        for plan in plans:
+            for step in plan.steps:
+                rules = plan.slots.get(step, {})
+                if _wildcard(step, rules) and (bound := bind(step, rules, safe, reads, seen)):
+                    return rng.choice(bound)
         # An action of a shape some plan has a slotted step for, which that step did not
         # bind, is one memory says does not apply here (cook what the recipe does not say
         # to cook, or with another tool): not tried at random where that shape has ended

@@ -115,7 +115,11 @@ def _span(words: Sequence[str], i: int, text: str, kind: str) -> tuple[str, str,
     ``(kind, phrase, end)``."""
     for j in range(min(len(words), i + MAX_SPAN), i, -1):
         phrase = " ".join(words[i:j])
-        if not all(w.lower() in _STOP for w in words[i:j]) and _has(text, phrase):
+        # A name does not end in a stop word: "white coat in" seen in "You put the white
+        # coat in the hanger" is "white coat" followed by the action's own "in".
+        if words[j - 1].lower() in _STOP:
+            continue
+        if _has(text, phrase):
             return kind, phrase, j
     return None
 
@@ -373,19 +377,26 @@ def bind(
     observation: str,
 ) -> list[str]:
     """The valid actions this step allows now, in the order given."""
+    return bind_ranked(step, rules, valid, reads, observation)[0]
+
+
+def bind_ranked(
+    step: str,
+    rules: Mapping[str, Any],
+    valid: Sequence[str],
+    reads: Sequence[str],
+    observation: str,
+) -> tuple[list[str], bool]:
+    """As :func:`bind`, and whether the actions fit every slot rule (True) or are a
+    ``pick`` slot's best guess for a key its table lacks (False)."""
     if "<" not in step:
-        return [a for a in valid if a == step]
+        return [a for a in valid if a == step], True
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(step)]
-    pattern = re.compile(
-        "".join(
-            "(.+?)" if _SLOT.fullmatch(t) else re.escape(t) for t in re.split(r"(<\w+>)", step)
-        ),
-        re.I,
-    )
+    pattern = _pattern(step)
     read_lines = lines(reads)
     read_text = "\n".join(read_lines)
     obs, task = observation.lower(), _task(reads)
-    out, near, free = [], [], []
+    out, near, free, usual = [], [], [], []
     for action in valid:
         m = pattern.fullmatch(action)
         if m is None:
@@ -400,15 +411,18 @@ def bind(
             near.append((score, action))
         elif len(miss) == 1 and _unclaimed_here(miss[0], rules, v, read_lines):
             free.append(action)
+        elif len(miss) == 1 and (takers := _usual_here(miss[0], rules, v, read_lines)):
+            usual.append((takers, action))
     if out:
-        return out
+        return out, True
     # No action fits a pick whose table lacks the key here: the value the most alike keys
     # took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no known key
-    # claimed (see :func:`unclaimed`).
-    if near:
-        best = max(score for score, _ in near)
-        return [a for score, a in near if score == best]
-    return free
+    # claimed (see :func:`unclaimed`), else the value most keys took (see :func:`usual`).
+    for ranked in (near, [(1, a) for a in free], usual):
+        if ranked:
+            best = max(score for score, _ in ranked)
+            return [a for score, a in ranked if score == best], False
+    return [], False
 
 
 def _unclaimed_here(
@@ -430,18 +444,79 @@ def _resembles(
     if rule.get("fill") != "pick":
         return 0.0
     of = str(rule.get("of", ""))
+    return _votes(rule, _keys(of, v.get(of, ""), read_lines)).get(v[n].lower(), 0.0)
+
+
+def _votes(rule: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float]:
+    """Per value, how much the table's keys that share words with ``keys`` vote for it
+    (nothing if the table has one of ``keys``)."""
     table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
-    keys = _keys(of, v.get(of, ""), read_lines)
     if not keys or any(k in table for k in keys):
-        return 0.0
+        return {}
     mine = {w for k in keys for w in k.split() if w not in _STOP}
-    value, score = v[n].lower(), 0.0
+    votes: dict[str, float] = defaultdict(float)
     for key, counts in table.items():
         theirs = {w for w in key.split() if w not in _STOP}
         shared = len(mine & theirs) / len(mine | theirs) if mine | theirs else 0.0
         if shared:
-            score += shared * counts.get(value, 0) / sum(counts.values())
-    return score
+            total = sum(counts.values())
+            for value, c in counts.items():
+                votes[value.lower()] += shared * c / total
+    return dict(votes)
+
+
+def sought(
+    step: str,
+    rules: Mapping[str, Any],
+    valid: Sequence[str],
+    reads: Sequence[str],
+    observation: str,
+) -> list[str]:
+    """Values a ``pick`` slot of ``step`` wants for the things here that no valid action
+    of the step offers yet (where the table says the plate goes, the dishwasher, is still
+    closed): for each thing, its best value by the table, by alike keys, or as the value
+    most keys took, if no action has it."""
+    names = [m.group(0)[1:-1] for m in _SLOT.finditer(step)]
+    if not names:
+        return []
+    pattern = _pattern(step)
+    read_lines = lines(reads)
+    offered: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for action in valid:
+        m = pattern.fullmatch(action)
+        if m is None:
+            continue
+        v = dict(zip(names, m.groups(), strict=True))
+        for n in names:
+            rule = rules.get(n, {})
+            if rule.get("fill") == "pick" and rule.get("of") in v:
+                offered[(n, v[str(rule["of"])])].add(v[n].lower())
+    out = []
+    for (n, key_value), values in offered.items():
+        rule = rules[n]
+        keys = _keys(str(rule["of"]), key_value, read_lines)
+        # Only values some valid action names (in view) can be sought.
+        here = {v for v in _values(rule) if any(_has(a.lower(), v) for a in valid)}
+        best = pick(rule, keys)
+        if best is None:
+            votes = {v: c for v, c in _votes(rule, keys).items() if v in here} or {
+                v: float(c) for v in here if (c := usual(rule, keys, v))
+            }
+            top = max(votes.values(), default=0.0)
+            best = next((v for v, c in sorted(votes.items()) if c == top), None) if top else None
+        if best is not None and best in here and best not in values and best not in out:
+            out.append(best)
+    return out
+
+
+def _pattern(step: str) -> re.Pattern[str]:
+    """A regex matching the actions of a templated step, one group per slot."""
+    parts = re.split(r"(<\w+>)", step)
+    return re.compile("".join("(.+?)" if _SLOT.fullmatch(t) else re.escape(t) for t in parts), re.I)
+
+
+def _values(rule: Mapping[str, Any]) -> set[str]:
+    return {v.lower() for counts in rule.get("table", {}).values() for v in counts}
 
 
 def _fits(
@@ -484,6 +559,58 @@ def unclaimed(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> bool:
             if owner.setdefault(val.lower(), key) != key:
                 return False  # a value shared by keys: no one-to-one pairing
     return value.lower() not in owner
+
+
+def pooled(rule_sets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One step's slot rules from several plans, each ``pick`` table the sum of theirs
+    for the same key slot (what every skill and episode saw of where things go); the
+    first plan's rule for anything else."""
+    out: dict[str, Any] = {}
+    for rules in rule_sets:
+        for name, rule in rules.items():
+            mine = out.get(name)
+            if mine is None:
+                out[name] = dict(rule)
+                continue
+            if rule.get("fill") != "pick" or mine.get("fill") != "pick":
+                continue
+            if mine.get("of") != rule.get("of"):
+                continue
+            table = {k: dict(c) for k, c in mine.get("table", {}).items()}
+            for key, counts in rule.get("table", {}).items():
+                for value, n in counts.items():
+                    table.setdefault(key, {})
+                    table[key][value] = table[key].get(value, 0) + n
+            out[name] = {**mine, "table": table}
+    return out
+
+
+def _usual_here(
+    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+) -> int:
+    rule = rules.get(n, {})
+    if rule.get("fill") != "pick":
+        return 0
+    keys = _keys(str(rule.get("of", "")), v.get(str(rule.get("of", "")), ""), read_lines)
+    return usual(rule, keys, v[n])
+
+
+def usual(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> int:
+    """For a thing the table has never seen (a pick keyed by a seen value, the thing
+    itself): how many known things took ``value``, where the table shares values among
+    keys (many things go in the wardrobe), so a new thing most likely goes where many
+    went; 0 for a one-to-one table (see :func:`unclaimed`), a value no key took, or a
+    pick keyed by what was read (a recipe's verb: a tool that serves two verbs says
+    nothing of a third, and the wrong tool can ruin the dish)."""
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    if not str(rule.get("of", "")).startswith("seen"):
+        return 0
+    if not keys or any(k in table for k in keys) or not table:
+        return 0
+    takers: Counter[str] = Counter(val.lower() for counts in table.values() for val in counts)
+    if max(takers.values()) < 2:
+        return 0  # one key per value: no value is usual
+    return takers[value.lower()]
 
 
 def pick(rule: Mapping[str, Any], keys: Sequence[str]) -> str | None:

@@ -1,0 +1,135 @@
+"""Pick slots for things memory has not seen: guessing from alike and usual keys, pooling
+what every plan knows, and opening where memory says a thing goes before guessing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lightmem.bench.twx_env import Game, Turn
+from lightmem.bench.twx_policy import Plan, Player
+from lightmem.fluxmem.slots import abstract, bind_ranked, pooled, sought, usual
+
+PUT = "put <seen1> in <seen2>"
+
+
+def _rule(table: dict[str, dict[str, int]]) -> dict[str, Any]:
+    return {"seen1": {"fill": "seen"}, "seen2": {"fill": "pick", "of": "seen1", "table": table}}
+
+
+WARDROBE = _rule(
+    {
+        "clean shirt": {"wardrobe": 1},
+        "long coat": {"wardrobe": 1},
+        "dirty sock": {"laundry basket": 1},
+    }
+)
+
+
+def _puts(thing: str, *places: str) -> list[str]:
+    return [f"put {thing} in {p}" for p in places]
+
+
+def test_a_known_thing_binds_exactly_and_an_alike_one_is_a_guess() -> None:
+    valid = _puts("dirty sock", "bed", "laundry basket")
+    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (["put dirty sock in laundry basket"], True)
+    # "dirty jeans" shares "dirty" with the sock: the basket, as a guess.
+    valid = _puts("dirty jeans", "bed", "laundry basket", "wardrobe")
+    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (
+        ["put dirty jeans in laundry basket"],
+        False,
+    )
+
+
+def test_an_unlike_thing_goes_where_most_things_went() -> None:
+    valid = _puts("black hat", "bed", "laundry basket", "wardrobe")
+    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (["put black hat in wardrobe"], False)
+    rule = WARDROBE["seen2"]
+    assert usual(rule, ["black hat"], "wardrobe") == 2
+    assert usual(rule, ["black hat"], "laundry basket") == 1
+    assert usual(rule, ["long coat"], "wardrobe") == 0  # a known key is not guessed
+    # One thing per place (a tool per cooking verb): no place is usual.
+    one_to_one = {"fill": "pick", "of": "seen1", "table": {"pan": {"oven": 1}, "pot": {"stove": 1}}}
+    assert usual(one_to_one, ["wok"], "oven") == 0
+    # Keyed by a recipe's verb, a tool that served two verbs is no guess for a third.
+    verbs = {"fill": "pick", "of": "read1", "table": {"roast": {"oven": 1}, "bake": {"oven": 1}}}
+    assert usual(verbs, ["fry"], "oven") == 0
+
+
+def test_pooled_tables_add_up_what_each_plan_saw() -> None:
+    other = _rule({"dirty sock": {"laundry basket": 2}, "towel": {"towel rack": 1}})
+    rules = pooled([WARDROBE, other, {"seen1": {"fill": "seen"}}])
+    table = rules["seen2"]["table"]
+    assert table["dirty sock"] == {"laundry basket": 3}
+    assert table["towel"] == {"towel rack": 1} and table["long coat"] == {"wardrobe": 1}
+    assert WARDROBE["seen2"]["table"]["dirty sock"] == {"laundry basket": 1}  # not changed
+    assert rules["seen1"] == {"fill": "seen"}
+
+
+def test_sought_names_the_place_in_view_that_no_put_offers_yet() -> None:
+    valid = [*_puts("dirty jeans", "bed", "wardrobe"), "open laundry basket", "open drawer"]
+    assert sought(PUT, WARDROBE, valid, [], "") == ["laundry basket"]
+    # Offered already, or not in view at all: nothing to seek.
+    assert sought(PUT, WARDROBE, _puts("dirty jeans", "laundry basket"), [], "") == []
+    assert sought(PUT, WARDROBE, _puts("dirty jeans", "bed"), [], "") == []
+
+
+def test_a_name_does_not_end_in_the_actions_own_stop_word() -> None:
+    seen = "You put the white coat in the wardrobe. You see a coat hanger."
+    assert abstract("put white coat in coat hanger", [], seen) == (
+        PUT,
+        ["white coat", "coat hanger"],
+    )
+
+
+class _Room:
+    """A scripted room: a closed laundry basket, a bed, and one thing to put away where
+    the basket is its place (a lowered score anywhere else)."""
+
+    def __init__(self, thing: str) -> None:
+        self.thing = thing
+        self.opened = False
+        self.held = False
+        self.put = ""
+        self.game = Game("room", 0, "Put things where they belong.", "", [])
+
+    def _valid(self) -> list[str]:
+        places = ["bed", *(["laundry basket"] if self.opened else [])]
+        acts = [] if self.opened else ["open laundry basket"]
+        if self.held:
+            acts += _puts(self.thing, *places)
+        elif not self.put:
+            acts.append(f"take {self.thing}")
+        return sorted(acts)
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.game.valid = self._valid()
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        verdict = ""
+        if action == "open laundry basket":
+            self.opened = True
+        elif action.startswith("take"):
+            self.held = True
+        elif action.startswith("put"):
+            self.held, self.put = False, action
+            verdict = "The task is complete." if action.endswith("basket") else "Score down."
+        g = self.game
+        g.valid, g.done = self._valid(), verdict == "The task is complete."
+        g.success = g.done
+        return Turn(f"You {action}.", g.valid, 1.0 if g.done else 0.0, g.done, False, verdict)
+
+
+def test_the_player_opens_where_memory_says_before_guessing() -> None:
+    # Most things went on the bed; the basket is where the alike dirty sock went.
+    rules = _rule({"dirty sock": {"laundry basket": 1}, "pillow": {"bed": 1}, "quilt": {"bed": 1}})
+    plan = Plan(("take <seen1>", PUT), {"take <seen1>": {"seen1": {"fill": "seen"}}, PUT: rules})
+    room = _Room("dirty jeans")
+    result = Player(room, 10, 0).play("room", {}, 0, "test", [plan])  # type: ignore[arg-type]
+    assert result.success
+    assert list(result.actions) == [
+        "take dirty jeans",
+        "open laundry basket",
+        "put dirty jeans in laundry basket",
+    ]
