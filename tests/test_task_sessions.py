@@ -43,8 +43,9 @@ def open_store(
         if request.param == "sqlite":
             store: MemoryStore = SQLiteStore(tmp_path / f"{name}.db")
         else:
+            dsn = require_postgres()  # skips before a schema is noted for teardown
             schemas.add(f"test_{name}_{run}")
-            store = PostgresStore(require_postgres(), schema=f"test_{name}_{run}", pool_size=2)
+            store = PostgresStore(dsn, schema=f"test_{name}_{run}", pool_size=2)
         opened.append(store)
         return store
 
@@ -271,7 +272,7 @@ def two_pools(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callab
     yield make
     for p in pools:
         p.close()
-    if request.param == "postgres":
+    if request.param == "postgres" and pools:  # none opened: skipped without PostgreSQL
         drop_schema(tenant_schema("acme", server_schema))
         drop_schema(server_schema)
 
