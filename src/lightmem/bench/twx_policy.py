@@ -259,7 +259,9 @@ class Player:
                         first := bind(earlier, rules, safe, reads, seen)
                     ):
                         return rng.choice(first)
-            return rng.choice(bound)
+            # A guess is made among every place there is: what is closed is opened first.
+            closed = [a for a in safe if a.split()[0] == "open"]
+            return rng.choice(closed or bound)
         for plan in plans:
             for step in plan.steps:
                 rules = plan.slots.get(step, {})
