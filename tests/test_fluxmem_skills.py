@@ -185,7 +185,9 @@ def test_twx_benchmark_reports_every_arm_per_game(tmp_path: Path) -> None:
     ):
         assert set(coin[key]) == arms
     assert coin["params"]["numLocations"] == 2 and coin["llm_calls"]["stage1_2_3"] == 0
-    assert len(json.loads(out.read_text())["games"]["coin"]["samples"]) == 1
+    sample = json.loads(out.read_text())["games"]["coin"]["samples"][0]
+    # The engine's own solution: at least "look around" and "take coin".
+    assert sample["gold_steps"] >= 2 and coin["median_gold_steps"] == sample["gold_steps"]
 
 
 def test_a_skill_still_shrinking_when_its_rounds_run_out_graduates(tmp_path: Path) -> None:

@@ -93,6 +93,8 @@ def _medians(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "median_steps_per_success": {a: med("steps_per_success", a) for a in ARMS},
         "llm_calls": {a: sum(s[a]["llm_calls"] for s in samples) for a in ARMS},
     }
+    # The engine's own solutions of the held-out games: how few steps a success can take.
+    out["median_gold_steps"] = round(statistics.median(s["gold_steps"] for s in samples), 2)
     full = out["median_steps_per_success"]["stage1_2_3"]
     mature = out["median_steps_per_success"]["stage1_2_3_mature"]
     out["mature_step_saving"] = round(1 - mature / full, 4) if full and mature else None
@@ -120,6 +122,9 @@ def _sample(
     episodes: int,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"sample": sample}
+    res["gold_steps"] = round(
+        statistics.mean(w.gold_steps(name, params, s, "test") for s in test), 2
+    )
     config = FluxMemConfig(top_k_episodic=episodes)
     base = Player(w, step_limit, sample)
     firsts = [base.play(name, params, s, "test", ()) for s in test]

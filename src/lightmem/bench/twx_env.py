@@ -119,15 +119,26 @@ class TWXWorld:
         get = {"train": self._env.getValidSeedsTrain, "test": self._env.getValidSeedsTest}
         return [int(s) for s in get[fold]()]
 
-    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+    def _load(self, name: str, params: Mapping[str, int]) -> None:
         key = (name, params_text(params))
         if self._loaded != key:
             self._env.load(name, key[1])
             self._loaded = key
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self._load(name, params)
         obs, info = self._env.reset(seed=seed, gameFold=fold, generateGoldPath=False)
         task = str(info["taskDescription"])
         self._game = Game(name, seed, task, str(obs), sorted(info["validActions"]), [task])
         return self._game
+
+    def gold_steps(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> int:
+        """The length of the engine's own solution of a game: a yardstick for the report
+        only (the player never sees it)."""
+        self._load(name, params)
+        self._env.reset(seed=seed, gameFold=fold, generateGoldPath=True)
+        self._game = None
+        return len(self._env.getGoldActionSequence())
 
     def step(self, action: str) -> Turn:
         game = self._game
