@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,45 @@ def test_failing_replays_change_the_skill_and_move_pems(tmp_path: Path) -> None:
         assert "open fridge" in drafts[0] and "open fridge" not in skill.steps
         assert max(curve) - min(curve) > 0.01 and skill.data["eta"] == 1.0
         assert report.graduated == [skill.id] and skill.data["graduated"] is True
+
+
+def test_failing_replays_bring_back_a_step_fewer_winning_runs_shared(tmp_path: Path) -> None:
+    """One of three kitchens kept the knife in the cupboard: the induced skill (steps half
+    the runs share) has no step that opens it, so its replays fail; refinement puts the
+    step back after "open fridge", the replays win and PEMS moves."""
+    seen = [TASK, "You open the fridge. A cupboard stands beside it."]
+
+    def opens_cupboard(steps: list[str], slots: dict[str, Any]) -> list[str]:
+        return [
+            s
+            for s in steps
+            if s != "open fridge" and bind(s, slots.get(s, {}), ["open cupboard"], seen, seen[1])
+        ]
+
+    def replay(skill: SkillDraft, task: str) -> StepResult:
+        if opens_cupboard(skill.steps, skill.slots):
+            return StepResult(1, None, True, ("open cupboard",), ("You open the cupboard.",))
+        return StepResult(0, "The task failed.", False, ("eat carrot",), ("The task failed.",))
+
+    agent = FluxMemAgent.open(tmp_path / "k.db", config=FluxMemConfig(num_clusters=1))
+    with agent:
+        for n, g in enumerate(GAMES):
+            acts, obs = _game(*g)
+            if n == 0:  # a cupboard next to the fridge, opened in this kitchen only
+                obs[2] += " A cupboard stands beside it."
+                acts.insert(3, "open cupboard")
+                obs.insert(3, "You open the cupboard. It holds a knife.")
+            agent.run_task(
+                f"{TASK} ({g[0]})",
+                lambda c, a=acts, o=obs: StepResult(1, None, True, tuple(a), tuple(o)),
+            )
+        report = agent.consolidate(replay_fn=replay)
+        (curve,) = report.curves.values()
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+        (step,) = opens_cupboard(skill.steps, skill.data["slots"])
+        assert skill.steps.index(step) == skill.steps.index("open fridge") + 1
+        assert skill.data["eta"] == 1.0 and report.graduated == [skill.id]
+        assert max(curve) - min(curve) > 0.01
 
 
 def test_mature_skill_runs_without_stage1_search_and_falls_back_when_it_fails(

@@ -15,7 +15,7 @@ from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.kmeans import default_clusters, kmeans
 from lightmem.fluxmem.pems import pems
 from lightmem.fluxmem.reasoner import Reasoner, step_key
-from lightmem.fluxmem.slots import bind, episode_run, induce
+from lightmem.fluxmem.slots import Run, bind, episode_run, induce
 from lightmem.fluxmem.stage2 import skill_text
 from lightmem.fluxmem.types import Edge, Node, StepResult
 from lightmem.store.graph import GraphStore
@@ -154,6 +154,9 @@ class Stage3:
             if rnd and slots and replays:
                 pruned = _prune_by_replay(steps, slots, replays, tasks)
                 if pruned == (steps, slots) and replay_fn is not None:
+                    pruned = _expand_by_replay(steps, slots, runs, replays, tasks, replay_fn)
+                    dropped = pruned[0] != steps
+                if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _drop_unneeded(steps, slots, replays, tasks, replay_fn, kept)
                     dropped = pruned[0] != steps
                 steps, slots = pruned
@@ -281,6 +284,42 @@ def _cost(replays: Sequence[tuple[bool, StepResult | None]]) -> tuple[float, flo
     wins = [len(r.actions) for ok, r in replays if ok and r is not None]
     rate = sum(ok for ok, _ in replays) / len(replays) if replays else 0.0
     return rate, -(sum(wins) / len(wins)) if wins else 0.0
+
+
+#: Least share of the winning runs a step must come from to be tried back into a skill
+#: whose replays fail (the skill itself keeps steps half of them share).
+EXPAND_QUORUM = 0.2
+
+
+def _expand_by_replay(
+    steps: list[str],
+    slots: dict[str, Any],
+    runs: Sequence[Run],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str],
+    replay_fn: ReplayFn,
+) -> tuple[list[str], dict[str, Any]]:
+    """Where replays fail, the skill with the one step that fewer of its winning runs
+    shared (where the knife was: the cupboard in some kitchens, the drawer in others)
+    which, put back in its place, makes the most replays succeed; unchanged if none
+    does."""
+    if not runs or all(ok for ok, _ in replays):
+        return steps, slots
+    wide, wide_slots = induce(runs, EXPAND_QUORUM)
+    best, best_cost = (steps, slots), _cost(replays)
+    for k, step in enumerate(wide):
+        if step in steps:
+            continue
+        # After the latest step of the skill that comes before it in the wider skill.
+        before = [s for s in wide[:k] if s in steps]
+        at = steps.index(before[-1]) + 1 if before else 0
+        trial = [*steps[:at], step, *steps[at:]]
+        trial_slots = {**slots, **({step: wide_slots[step]} if step in wide_slots else {})}
+        draft = SkillDraft(trial, trial_slots)
+        cost = _cost([_replayed(replay_fn(draft, t)) for t in tasks])
+        if cost[0] > best_cost[0]:
+            best, best_cost = (trial, trial_slots), cost
+    return best
 
 
 def _drop_unneeded(
