@@ -243,25 +243,7 @@ class Player:
                         return rng.choice(wider)
                     guess = (wider or bound, plan, i, rules)
         if guess is not None:
-            bound, plan, i, rules = guess
-            # Where memory says the thing goes, if that is in view but not yet open to
-            # it (the dishwasher, closed): act on it first.
-            want = sought(plan.steps[i], rules, safe, reads, seen)
-            for a in safe:
-                if a not in bound and any(_named(a.lower(), v) for v in want):
-                    return a
-            # The exploring steps any plan takes before this step come first.
-            step = plan.steps[i]
-            for p in (plan, *plans):
-                for earlier in p.steps[: p.steps.index(step)] if step in p.steps else ():
-                    rules = p.slots.get(earlier, {})
-                    if _wildcard(earlier, rules) and (
-                        first := bind(earlier, rules, safe, reads, seen)
-                    ):
-                        return rng.choice(first)
-            # A guess is made among every place there is: what is closed is opened first.
-            closed = [a for a in safe if a.split()[0] == "open"]
-            return rng.choice(closed or bound)
+            return _ahead_of_guess(*guess, plans, safe, reads, seen, rng)
         for plan in plans:
             for step in plan.steps:
                 rules = plan.slots.get(step, {})
@@ -309,6 +291,35 @@ class Player:
         else:
             tier = 1 if action.split()[0] == "open" else 0
         return 3 * promise + tier
+
+
+def _ahead_of_guess(
+    bound: list[str],
+    plan: Plan,
+    i: int,
+    rules: Mapping[str, Any],
+    plans: Sequence[Plan],
+    safe: Sequence[str],
+    reads: Sequence[str],
+    seen: str,
+    rng: random.Random,
+) -> str:
+    """What to do where ``plan``'s step ``i`` can only guess (``bound``, by ``rules``
+    pooled from every plan): act first on where memory says the thing goes if that is in
+    view but not yet open to it (the dishwasher, closed); else take the exploring steps
+    any plan takes before this step; else open what is closed, so the guess is made
+    among every place there is; else the guess."""
+    step = plan.steps[i]
+    want = sought(step, rules, safe, reads, seen)
+    for a in safe:
+        if a not in bound and any(_named(a.lower(), v) for v in want):
+            return a
+    for p in [plan, *(q for q in plans if q is not plan)]:
+        for earlier in p.steps[: p.steps.index(step)] if step in p.steps else ():
+            how = p.slots.get(earlier, {})
+            if _wildcard(earlier, how) and (first := bind(earlier, how, safe, reads, seen)):
+                return rng.choice(first)
+    return rng.choice([a for a in safe if a.split()[0] == "open"] or bound)
 
 
 #: Verbs of actions that only inspect or close something: the explorer never picks them
