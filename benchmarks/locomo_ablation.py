@@ -31,6 +31,8 @@ OFF = {
     "context_text": "stored",
     "expand_weight": 0.0,
     "readable_first": 0,
+    "tail_rate": 1.0,
+    "sentence_words": 30,
 }
 #: the defaults before expansion and readable text (speaker focus on)
 FOCUS = {**OFF, "speaker_focus": 1.0, "keep_first": 10}
@@ -62,7 +64,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "default",
         {**FOCUS, "expand_weight": 0.5, "readable_first": 5, "readable_share": 1.0},
     ),
-    "defaults": ("default", {}),  # expansion 0.5 and readable_first 5 within 10%
+    # expansion 0.5 and readable_first 5 within 10%, before the tail cut
+    "before_tail": ("default", {"tail_rate": 1.0, "sentence_words": 30}),
+    "tail_0.4": ("default", {"tail_rate": 0.4}),
+    "defaults": ("default", {}),  # + the tail cut (tail_after 10, tail_rate 0.2)
     "original_text": ("original_text", OFF),
     "context_window_2": ("context_window_2", OFF),
     "rate_0.5": ("rate_0.5", OFF),

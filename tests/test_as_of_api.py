@@ -72,7 +72,7 @@ def test_rest_search_as_of_returns_what_was_valid_then(client: httpx.Client) -> 
     assert "Denver" in now and "Boston" not in now
     # without as_of both stay retrievable, the replaced one labelled
     plain = _search(client).json()["context"]
-    assert "Denver" in plain and "(until 12 Jun 2023)" in plain
+    assert "Denver" in plain and "(until 12 June 2023)" in plain
 
 
 @pytest.mark.parametrize("when", OFF_CALENDAR)

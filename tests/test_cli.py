@@ -122,7 +122,7 @@ def test_add_search_show_history_stats(tmp_path: Path) -> None:
     stats = json.loads(run("--store", store, "stats", "--json").stdout)
     assert stats["entries"] == 19
     ctx = run("--store", store, "search", "knee", "--context", "--budget-tokens", "30")
-    assert "knee" in ctx.stdout and "[2 Mar 2024]" in ctx.stdout
+    assert "knee" in ctx.stdout and "[2 March 2024]" in ctx.stdout
 
 
 MEMORY_LINE = re.compile(r"(\d{4}-\d{2}-\d{2}|undated   ) {2}.+ {2}\[([^\]\s]{1,8})\]")

@@ -10,6 +10,7 @@ import pytest
 from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.errors import ConfigError
+from lightmem.pipeline.compress import EntropyCompressor
 
 _TURNS = [
     ("Ana", "My sister Priya moved to Lisbon last spring."),
@@ -97,3 +98,56 @@ def test_expansion_only_from_hits_holding_a_query_word(tmp_path: Path) -> None:
     assert _ranked(tmp_path, query, expand_weight=1.0) == _ranked(
         tmp_path, query, expand_weight=0.0
     )
+
+
+def _tail_shown(tmp_path: Path, budget: int | None, **retrieval: Any) -> list[str]:
+    cfg = {
+        "store": {"path": str(tmp_path / f"t{budget}-{sorted(retrieval.items())}.db")},
+        "retrieval": {"readable_first": 0, "keep_first": 0, **retrieval},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,  # stored text = the turn, so the cut is easy to see
+    }
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(_msgs(), force_extract=True)
+        limit = 8 if budget is None else 20
+        return [r.text for r in mem.retrieve("my sister", limit=limit, budget_tokens=budget)]
+
+
+def test_memories_past_tail_after_show_their_rarest_words(tmp_path: Path) -> None:
+    full = _tail_shown(tmp_path, 60, tail_rate=1.0)
+    cut = _tail_shown(tmp_path, 60, tail_after=2, tail_rate=0.4)
+    assert len(full) < len(_TURNS)  # the budget cannot hold every memory as stored
+    assert cut[:2] == full[:2]  # the first two as stored
+    tail = EntropyCompressor(0.4)  # the rest: their rarest words, names always
+    stored = [c for _, c in _TURNS if c not in cut[:2]]
+    assert set(cut[2:]) <= {tail.cut(c) for c in stored}
+    assert len(cut) > len(full)  # so more of them fit
+    # no budget: memories as stored
+    plain = _tail_shown(tmp_path, None, tail_after=2, tail_rate=0.4)
+    assert len(plain) == 8 and set(plain) <= {c for _, c in _TURNS}
+
+
+def test_a_budget_that_holds_every_memory_cuts_none(tmp_path: Path) -> None:
+    whole = _tail_shown(tmp_path, 2000, tail_after=2, tail_rate=0.4)
+    assert sorted(whole) == sorted(c for _, c in _TURNS)
+
+
+def test_cutting_keywords_keeps_names_anywhere_and_words_besides_the_forced_ones() -> None:
+    tail = EntropyCompressor(0.4)
+    # already compressed: "Silver" is the first word left, not a sentence start
+    assert tail.cut("Silver Lake grew knew fast") == "Silver Lake grew fast"
+    # numbers, quantities and negations do not use up the share of the other words
+    assert tail.cut("10 days fencing no") == "10 days fencing no"
+    # two other words at least, whatever the rate
+    assert EntropyCompressor(0.2).cut("stopped pottery chess") == "pottery chess"
+    assert tail.cut("") == ""
+
+
+def test_tail_options_are_validated() -> None:
+    r = parse_config({"retrieval": {"tail_after": 3, "tail_rate": 0.5}}).retrieve
+    assert (r.tail_after, r.tail_rate) == (3, 0.5)
+    assert parse_config({}).retrieve.tail_rate < 1.0  # on by default
+    with pytest.raises(ConfigError, match=r"retrieval\.tail_rate"):
+        parse_config({"retrieval": {"tail_rate": 0}})
+    with pytest.raises(ConfigError, match=r"retrieval\.tail_after"):
+        parse_config({"retrieval": {"tail_after": -1}})

@@ -84,9 +84,9 @@ def test_current_value_first_for_present_questions_old_one_for_past(memory: Ligh
     past = mem.retrieve("Where did Priya live before?", limit=8)
     assert boston.id in [r.id for r in past]
     context = mem.format_context(past)
-    assert "Boston with my husband" not in context or "(until 12 Jun 2023)" in context
+    assert "Boston with my husband" not in context or "(until 12 June 2023)" in context
     line = next(ln for ln in context.splitlines() if "Boston" in ln)
-    assert line.endswith("(until 12 Jun 2023)")
+    assert line.endswith("(until 12 June 2023)")
 
 
 def test_the_replacing_memory_is_brought_in_when_search_misses_it(memory: LightMemory) -> None:

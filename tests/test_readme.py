@@ -30,4 +30,4 @@ def test_the_first_readme_example_runs_twice(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1]  # the second run stored nothing twice
     ranked, *context = outputs[0].splitlines()
     assert ranked.startswith("1 2024-03-02") and "Maya" in ranked and "('t1',)" in ranked
-    assert context[0] == "[2 Mar 2024]" and "knee" in context[1]  # the context is printed
+    assert context[0] == "[2 March 2024]" and "knee" in context[1]  # the context is printed

@@ -210,7 +210,7 @@ def test_the_bench_measures_answers_found_in_the_context(tmp_path: Path) -> None
 
 
 def test_answer_times_match_by_their_days() -> None:
-    ctx = "[9 Jun 2023]\n- Caroline: talk at school (week of 29 May 2023)\n- Mel: in 2022"
+    ctx = "[9 June 2023]\n- Caroline: talk at school (week of 29 May 2023)\n- Mel: in 2022"
     assert locomo_time.answer_in_context("The week before 9 June 2023", ctx)[
         "answer_time_in_context"
     ]

@@ -237,6 +237,8 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         expand_weight=rv.get_float("expand_weight", d.expand_weight, 0.0, 100.0),
         expand_hits=rv.get_int("expand_hits", d.expand_hits, 1, 1000),
         time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
+        tail_after=rv.get_int("tail_after", d.tail_after, 0, 10_000),
+        tail_rate=rv.get_float("tail_rate", d.tail_rate, 0.01, 1.0),
     )
     rv.done()
     cr = root.section("context_retriever")

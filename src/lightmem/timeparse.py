@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 _LOCOMO = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
@@ -77,6 +77,7 @@ def _utc(dt: datetime) -> datetime:
         ) from exc
 
 
-def format_date(dt: datetime | None) -> str:
-    """Compact human date used in prompt context, e.g. "8 May 2023"."""
-    return f"{dt.day} {dt:%b %Y}" if dt else ""
+def format_date(dt: date | None) -> str:
+    """Human date used in prompt context, e.g. "8 June 2023": the month spelled out, as
+    people write it and as an answer names it ("Jun" is not the word "June")."""
+    return f"{dt.day} {dt:%B %Y}" if dt else ""

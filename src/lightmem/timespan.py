@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal, get_args
 
+from lightmem.timeparse import format_date
+
 TimeUnit = Literal["day", "week", "weekend", "month", "season", "year", "span"]
 UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
 _UNIT_NAMED: dict[str, TimeUnit] = {u: u for u in UNITS}
@@ -26,7 +28,7 @@ SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 
 def short_date(d: date) -> str:
     """ "8 May 2023" (the style of the context's date headers)."""
-    return f"{d.day} {d:%b %Y}"
+    return format_date(d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,7 @@ class TimeSpan:
         if self.unit == "weekend" and self.days == 2 and s.weekday() == 5:
             return f"weekend of {short_date(s)}"
         if self.unit == "month" and self.same_days(month_span(s.year, s.month)):
-            return f"in {s:%b %Y}"
+            return f"in {s:%B %Y}"
         if self.unit == "year" and self.same_days(year_span(s.year)):
             return f"in {s.year}"
         if self.unit == "season":

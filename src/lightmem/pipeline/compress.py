@@ -95,13 +95,31 @@ class EntropyCompressor:
         if not spans:
             return text.strip()
         toks = [t for t, _ in spans]
-        keep_n = max(1, math.ceil(self.rate * len(toks)))
         forced = [_forced(t, initial) for t, initial in spans]
+        keep_n = max(1, math.ceil(self.rate * len(toks)))
+        return self._keep(toks, forced, max(0, keep_n - sum(forced)))
+
+    def cut(self, keywords: str) -> str:
+        """Shorten text this compressor already made (keywords, no sentences left): its
+        names, numbers and negations, and the rarest ``rate`` share (at least two) of its
+        other words. A capital marks a name wherever it stands (the words before it are
+        gone, so a first word is no sentence start), and the forced words do not use up
+        the share: "10 days fencing no" keeps "fencing". Two words at least, since a line
+        that short saves little and one word alone loses what it was about ("stopped
+        pottery chess" -> "pottery")."""
+        toks = WORD_RE.findall(keywords)
+        if L.detect(keywords) != "en" or not toks:
+            return keywords
+        forced = [_forced(t, False) for t in toks]
+        others = len(toks) - sum(forced)
+        return self._keep(toks, forced, max(2, math.ceil(self.rate * others)))
+
+    def _keep(self, toks: list[str], forced: list[bool], budget: int) -> str:
+        """The forced words and the ``budget`` rarest others, in their original order."""
         ranked = sorted(
             (i for i in range(len(toks)) if not forced[i] and toks[i].lower() not in STOPWORDS),
             key=lambda i: -self.surprisal(toks[i]),
         )
-        budget = max(0, keep_n - sum(forced))
         chosen = set(ranked[:budget])
         return " ".join(t for i, t in enumerate(toks) if forced[i] or i in chosen)
 

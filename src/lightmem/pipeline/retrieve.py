@@ -9,6 +9,7 @@ from typing import Literal
 from lightmem.embed.base import Embedder
 from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
+from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.expand import expansion_terms, named_speakers, without_possessive
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.side_by_side import Search, run_both
@@ -54,7 +55,7 @@ class RetrieveParams:
     #: sentences of its original text most about the query, up to ``sentence_words`` words
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
-    sentence_words: int = 30
+    sentence_words: int = 40
     #: within a token budget, those of the best ``readable_first`` memories packed that
     #: hold a (stemmed) query word show the sentences of their original text most about
     #: the query (up to ``sentence_words`` words) whatever ``context_text`` says, while
@@ -70,6 +71,14 @@ class RetrieveParams:
     expand_weight: float = 0.5
     expand_hits: int = 3
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
+    #: within a token budget, memories packed from the ``tail_after``-th on show their
+    #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and
+    #: numbers always: :class:`~lightmem.pipeline.compress.EntropyCompressor`; 1.0: off).
+    #: The answer is usually among the first few; the rest mostly add *which* other turns
+    #: exist (a list question's other items), and a few words each let far more of them
+    #: fit. Without a budget nothing changes.
+    tail_after: int = 10
+    tail_rate: float = 0.2
 
 
 def format_line(entry: MemoryEntry) -> str:
@@ -137,6 +146,7 @@ class Retriever:
         self._store = store
         self._embedder = embedder
         self._stemmer = Stemmer()
+        self._tails: dict[float, EntropyCompressor] = {}
 
     def retrieve(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
@@ -276,7 +286,26 @@ class Retriever:
         query: str,
         got: Candidates,
     ) -> list[RetrievalResult]:
-        """Memories in rank order while they fit the budget, each as shown for ``query``."""
+        """Memories in rank order while they fit the budget, each as shown for ``query``;
+        the tail's text is cut (``tail_rate``) only when the budget cannot hold them all
+        as stored (a small store keeps every word)."""
+        if p.budget_tokens is None or p.tail_rate >= 1.0:
+            return self._pack_once(ranked, p, query, got)[0]
+        as_stored = replace(p, tail_rate=1.0)
+        out, full = self._pack_once(ranked, as_stored, query, got, stop_when_full=True)
+        return self._pack_once(ranked, p, query, got)[0] if full else out
+
+    def _pack_once(
+        self,
+        ranked: list[ScoredId],
+        p: RetrieveParams,
+        query: str,
+        got: Candidates,
+        stop_when_full: bool = False,
+    ) -> tuple[list[RetrievalResult], bool]:
+        """One packing of ``ranked`` into the budget, and whether a memory did not fit
+        (``stop_when_full``: stop there)."""
+        full = False
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
         readable = self._shown(query, replace(p, context_text="sentences"))
@@ -293,17 +322,9 @@ class Retriever:
                 if e is None:  # deleted between search and fetch
                     continue
                 e, extra = shown(e), 0
-                if (
-                    p.budget_tokens is not None
-                    and len(out) < p.readable_first
-                    and qstems.intersection(self._stemmer.tokens(e.original_text))
-                ):
-                    whole = readable(e)
-                    extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
-                    if more + extra <= p.readable_share * p.budget_tokens:
-                        e = whole
-                    else:
-                        extra = 0
+                if p.budget_tokens is not None:
+                    budget = (p.budget_tokens, more)
+                    e, extra = self._within_budget(e, len(out), budget, p, qstems, readable)
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
@@ -316,14 +337,48 @@ class Retriever:
                 if header not in headers:
                     cost += estimate_tokens(header)
                 if p.budget_tokens is not None and used + cost > p.budget_tokens:
+                    full = True
+                    if stop_when_full:
+                        return out, full
                     continue  # a shorter memory further down may still fit
                 used += cost
                 more += extra
                 headers.add(header)
                 out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
                 if len(out) >= p.limit:
-                    return out
-        return out
+                    return out, full
+        return out, full
+
+    def _within_budget(
+        self,
+        e: MemoryEntry,
+        rank: int,
+        budget: tuple[int, int],
+        p: RetrieveParams,
+        qstems: set[str],
+        readable: Callable[[MemoryEntry], MemoryEntry],
+    ) -> tuple[MemoryEntry, int]:
+        """How the ``rank``-th memory packed into a budget is shown, and the tokens its
+        readable text adds (``budget``: the token budget, and what readable text added to
+        the memories packed so far). The best ``readable_first`` that hold a query word:
+        whole sentences while the additions stay within ``readable_share`` of the budget.
+        From the ``tail_after``-th on: the stored text cut to its rarest ``tail_rate``
+        share of words, so more memories fit."""
+        tokens, more = budget
+        if rank < p.readable_first and qstems.intersection(self._stemmer.tokens(e.original_text)):
+            whole = readable(e)
+            extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
+            if more + extra <= p.readable_share * tokens:
+                return whole, extra
+        if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
+            return replace(e, text=self._tail(p.tail_rate).cut(e.text)), 0
+        return e, 0
+
+    def _tail(self, rate: float) -> EntropyCompressor:
+        """The compressor of tail memories' text (one per rate: it caches word scores)."""
+        if rate not in self._tails:
+            self._tails[rate] = EntropyCompressor(rate)
+        return self._tails[rate]
 
     def _shown(self, query: str, p: RetrieveParams) -> Callable[[MemoryEntry], MemoryEntry]:
         """How an entry appears in the context (and is counted against the budget)."""

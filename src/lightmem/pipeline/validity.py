@@ -4,7 +4,7 @@ A superseded memory stays retrievable. For a question about the present, the mem
 replaced it (followed to the newest in its chain) is placed before it, fetched when the
 search did not find it; for a question about the past ("before", "used to", "in 2022") the
 ranking is left as the search made it. ``as_of`` keeps only what was valid then. In the
-context a superseded memory carries ``(until 12 Jun 2023)``.
+context a superseded memory carries ``(until 12 June 2023)``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def about_past(question: str) -> bool:
 
 
 def label(entry: MemoryEntry) -> str:
-    """`` (until 12 Jun 2023)`` for a superseded memory, "" for a current one."""
+    """`` (until 12 June 2023)`` for a superseded memory, "" for a current one."""
     if not entry.superseded_by:
         return ""
     return f" (until {format_date(entry.valid_to)})" if entry.valid_to else " (superseded)"
