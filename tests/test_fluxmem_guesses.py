@@ -3,6 +3,7 @@ what every plan knows, and opening where memory says a thing goes before guessin
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,18 +33,21 @@ def _puts(thing: str, *places: str) -> list[str]:
 
 def test_a_known_thing_binds_exactly_and_an_alike_one_is_a_guess() -> None:
     valid = _puts("dirty sock", "bed", "laundry basket")
-    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (["put dirty sock in laundry basket"], True)
+    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (
+        ["put dirty sock in laundry basket"],
+        "fits",
+    )
     # "dirty jeans" shares "dirty" with the sock: the basket, as a guess.
     valid = _puts("dirty jeans", "bed", "laundry basket", "wardrobe")
     assert bind_ranked(PUT, WARDROBE, valid, [], "") == (
         ["put dirty jeans in laundry basket"],
-        False,
+        "alike",
     )
 
 
 def test_an_unlike_thing_goes_where_most_things_went() -> None:
     valid = _puts("black hat", "bed", "laundry basket", "wardrobe")
-    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (["put black hat in wardrobe"], False)
+    assert bind_ranked(PUT, WARDROBE, valid, [], "") == (["put black hat in wardrobe"], "usual")
     rule = WARDROBE["seen2"]
     assert usual(rule, ["black hat"], "wardrobe") == 2
     assert usual(rule, ["black hat"], "laundry basket") == 1
@@ -83,21 +87,27 @@ def test_a_name_does_not_end_in_the_actions_own_stop_word() -> None:
 
 
 class _Room:
-    """A scripted room: a closed laundry basket, a bed, and one thing to put away where
-    the basket is its place (a lowered score anywhere else)."""
+    """A scripted room: one thing to put away, a bed, closed places (the laundry basket is
+    the thing's place: a lowered score anywhere else) and other actions that change
+    nothing but are valid until taken."""
 
-    def __init__(self, thing: str) -> None:
-        self.thing = thing
-        self.opened = False
+    def __init__(
+        self,
+        thing: str,
+        closed: tuple[str, ...],
+        others: tuple[str, ...] = (),
+        open_: tuple[str, ...] = (),
+    ) -> None:
+        self.thing, self.closed, self.others = thing, list(closed), list(others)
+        self.opened: list[str] = list(open_)
         self.held = False
         self.put = ""
         self.game = Game("room", 0, "Put things where they belong.", "", [])
 
     def _valid(self) -> list[str]:
-        places = ["bed", *(["laundry basket"] if self.opened else [])]
-        acts = [] if self.opened else ["open laundry basket"]
+        acts = [f"open {c}" for c in self.closed if c not in self.opened] + self.others
         if self.held:
-            acts += _puts(self.thing, *places)
+            acts += _puts(self.thing, "bed", *self.opened)
         elif not self.put:
             acts.append(f"take {self.thing}")
         return sorted(acts)
@@ -108,8 +118,10 @@ class _Room:
 
     def step(self, action: str) -> Turn:
         verdict = ""
-        if action == "open laundry basket":
-            self.opened = True
+        if action.startswith("open "):
+            self.opened.append(action[5:])
+        elif action in self.others:
+            self.others.remove(action)
         elif action.startswith("take"):
             self.held = True
         elif action.startswith("put"):
@@ -121,15 +133,68 @@ class _Room:
         return Turn(f"You {action}.", g.valid, 1.0 if g.done else 0.0, g.done, False, verdict)
 
 
-def test_the_player_opens_where_memory_says_before_guessing() -> None:
-    # Most things went on the bed; the basket is where the alike dirty sock went.
-    rules = _rule({"dirty sock": {"laundry basket": 1}, "pillow": {"bed": 1}, "quilt": {"bed": 1}})
-    plan = Plan(("take <seen1>", PUT), {"take <seen1>": {"seen1": {"fill": "seen"}}, PUT: rules})
-    room = _Room("dirty jeans")
-    result = Player(room, 10, 0).play("room", {}, 0, "test", [plan])  # type: ignore[arg-type]
+def _play(room: _Room, plans: list[Plan], seed: int = 0) -> list[str]:
+    result = Player(room, 12, seed).play("room", {}, 0, "test", plans)  # type: ignore[arg-type]
     assert result.success
-    assert list(result.actions) == [
-        "take dirty jeans",
-        "open laundry basket",
-        "put dirty jeans in laundry basket",
-    ]
+    return list(result.actions)
+
+
+TAKE = {"take <seen1>": {"seen1": {"fill": "seen"}}}
+#: Most things went on the bed; the basket is where the alike dirty sock went.
+BED = _rule({"dirty sock": {"laundry basket": 1}, "pillow": {"bed": 1}, "quilt": {"bed": 1}})
+
+
+def test_the_player_opens_where_memory_says_before_guessing() -> None:
+    plan = Plan(("take <seen1>", PUT), {**TAKE, PUT: BED})
+    for seed in range(5):  # the cupboard, opened first at random, would hold nothing
+        room = _Room("dirty jeans", ("cupboard", "laundry basket"))
+        assert _play(room, [plan], seed) == [
+            "take dirty jeans",
+            "open laundry basket",
+            "put dirty jeans in laundry basket",
+        ]
+
+
+def test_a_guess_uses_what_every_plan_knows_of_where_things_go() -> None:
+    # The first plan only knows that things go on the bed; the second saw the dirty sock
+    # go in the basket: pooled, the jeans go in the basket (opened first), not on the bed.
+    first = Plan(
+        ("take <seen1>", PUT), {**TAKE, PUT: _rule({"pillow": {"bed": 1}, "quilt": {"bed": 1}})}
+    )
+    second = Plan((PUT,), {PUT: _rule({"dirty sock": {"laundry basket": 1}})})
+    room = _Room("dirty jeans", ("laundry basket",))
+    assert _play(room, [first, second])[-1] == "put dirty jeans in laundry basket"
+    assert "put dirty jeans in bed" not in _play(
+        _Room("dirty jeans", ("laundry basket",)), [first, second]
+    )
+
+
+def test_a_guess_waits_for_what_another_plan_does_before_that_step() -> None:
+    # Only the second plan says the lamp is switched on before putting things away.
+    first = Plan(("take <seen1>", PUT), {**TAKE, PUT: BED})
+    wild = {"switch on <seen1>": {"seen1": {"fill": "seen"}}}
+    second = Plan(("switch on <seen1>", PUT), {**wild, PUT: BED})
+    room = _Room("dirty jeans", (), ("switch on lamp",), open_=("laundry basket",))
+    acts = _play(room, [first, second])
+    assert acts == ["take dirty jeans", "switch on lamp", "put dirty jeans in laundry basket"]
+
+
+def test_a_recipe_verbs_tool_is_guessed_at_once() -> None:
+    # "fry", never seen, takes the tool no known verb claimed at once.
+    cook = "cook <read1> in <pick1>"
+    rules = {
+        "read1": {"fill": "read"},
+        "pick1": {
+            "fill": "pick",
+            "of": "read1",
+            "table": {"roast": {"oven": 1}, "grill": {"toaster": 1}},
+        },
+    }
+    reads = ["Cook.", "Directions: fry the carrot"]
+    valid = ["cook carrot in oven", "cook carrot in stove", "open drawer"]
+    game = Game("kitchen", 0, reads[0], "", valid, reads)
+    player = Player(None, 5, 0)  # type: ignore[arg-type]
+    # The plan opens things before cooking, but opening shows no other tool.
+    plan = Plan(("open <seen1>", cook), {"open <seen1>": {"seen1": {"fill": "seen"}}, cook: rules})
+    choice = player._choose(game, [plan], None, set(), "", random.Random(0))
+    assert choice == "cook carrot in stove"

@@ -226,6 +226,9 @@ def test_twx_benchmark_reports_every_arm_per_game(tmp_path: Path) -> None:
         assert set(coin[key]) == arms
     assert coin["params"]["numLocations"] == 2 and coin["llm_calls"]["stage1_2_3"] == 0
     sample = json.loads(out.read_text())["games"]["coin"]["samples"][0]
+    etas = sample["stage1_2_3"]["etas"]
+    assert len(etas) == sample["stage1_2_3"]["skills"] and all(0 <= e <= 1 for e in etas.values())
+    assert coin["pems"]["replaying_below_1"] == sum(e < 1 for e in etas.values())
     # The engine's own solution: at least "look around" and "take coin".
     assert sample["gold_steps"] >= 2 and coin["median_gold_steps"] == sample["gold_steps"]
 

@@ -95,7 +95,8 @@ def _medians(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "median_steps_per_success": {a: med("steps_per_success", a) for a in ARMS},
         "llm_calls": {a: sum(s[a]["llm_calls"] for s in samples) for a in ARMS},
     }
-    # The engine's own solutions of the held-out games: how few steps a success can take.
+    # The engine's reference solutions of the held-out games (mean length per sample): a
+    # yardstick, not a lower bound (they include "look around"; coin's is a random search).
     out["median_gold_steps"] = round(statistics.median(s["gold_steps"] for s in samples), 2)
     full = out["median_steps_per_success"]["stage1_2_3"]
     mature = out["median_steps_per_success"]["stage1_2_3_mature"]
@@ -106,6 +107,9 @@ def _medians(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "moved": sum(1 for c in curves if len(c) > 1 and max(c) - min(c) > 1e-6),
         "graduated": sum(s["stage1_2_3"].get("graduated", 0) for s in samples),
         "refined": sum(s["stage1_2_3"].get("refined", 0) for s in samples),
+        "replaying_below_1": sum(
+            1 for s in samples for eta in s["stage1_2_3"].get("etas", {}).values() if eta < 1
+        ),
         "curves_first_sample": samples[0]["stage1_2_3"].get("pems_curves", {}),
     }
     return out
@@ -148,6 +152,11 @@ def _sample(
                             1 for c in report.curves.values() if len(c) > 1 and c[0] != c[-1]
                         ),
                         "skills": len(agent.graph.nodes("procedural", agent.scope)),
+                        # Each skill's replay success on its training games (its stored eta).
+                        "etas": {
+                            n.id: round(float(n.data.get("eta", 0.0)), 4)
+                            for n in agent.graph.nodes("procedural", agent.scope)
+                        },
                     }
                 arms = [(arm, agent)]
                 if arm == "stage1_2_3":

@@ -133,8 +133,9 @@ class TWXWorld:
         return self._game
 
     def gold_steps(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> int:
-        """The length of the engine's own solution of a game: a yardstick for the report
-        only (the player never sees it)."""
+        """The length of the engine's reference solution of a game: a yardstick for the
+        report only (the player never sees it); not a lower bound, and for some games
+        (coin) a random search whose length varies between calls."""
         self._load(name, params)
         self._env.reset(seed=seed, gameFold=fold, generateGoldPath=True)
         self._game = None

@@ -225,23 +225,26 @@ class Player:
         # only say what kind of action to explore with. A step that can only guess (its
         # pick table lacks the thing here) waits for the plan's exploring steps before
         # it: what the skill opens first may hold the place a better guess names.
-        guess: tuple[list[str], Plan, int, dict[str, Any]] | None = None
+        guess: tuple[list[str], str, Plan, int, dict[str, Any]] | None = None
         for plan in plans:
             for i, step in enumerate(plan.steps):
                 rules = plan.slots.get(step, {})
                 if _wildcard(step, rules):
                     continue
-                bound, exact = bind_ranked(step, rules, safe, reads, seen)
-                if bound and exact:  # the step allows these equally
+                bound, how = bind_ranked(step, rules, safe, reads, seen)
+                if bound and how == "fits":  # the step allows these equally
                     return rng.choice(bound)
                 if bound and guess is None:
                     # What every plan knows of where things go, before guessing.
                     others = [p.slots.get(step, {}) for p in plans if p is not plan]
                     rules = pooled([rules, *others])
-                    wider, exact = bind_ranked(step, rules, safe, reads, seen)
-                    if wider and exact:
-                        return rng.choice(wider)
-                    guess = (wider or bound, plan, i, rules)
+                    wider, wider_how = bind_ranked(step, rules, safe, reads, seen)
+                    if wider:
+                        bound, how = wider, wider_how
+                    if how in ("fits", "unclaimed") or not _where_things_go(rules):
+                        # A recipe verb's tool: opening things shows no other tool.
+                        return rng.choice(bound)
+                    guess = (bound, how, plan, i, rules)
         if guess is not None:
             return _ahead_of_guess(*guess, plans, safe, reads, seen, rng)
         for plan in plans:
@@ -295,6 +298,7 @@ class Player:
 
 def _ahead_of_guess(
     bound: list[str],
+    how: str,
     plan: Plan,
     i: int,
     rules: Mapping[str, Any],
@@ -304,22 +308,34 @@ def _ahead_of_guess(
     seen: str,
     rng: random.Random,
 ) -> str:
-    """What to do where ``plan``'s step ``i`` can only guess (``bound``, by ``rules``
-    pooled from every plan): act first on where memory says the thing goes if that is in
-    view but not yet open to it (the dishwasher, closed); else take the exploring steps
-    any plan takes before this step; else open what is closed, so the guess is made
-    among every place there is; else the guess."""
+    """What to do where ``plan``'s step ``i`` can only guess where a thing goes (``bound``,
+    guessed ``how`` by ``rules`` pooled from every plan): act first on where memory says
+    it goes if that is in view but not yet open to it (the dishwasher, closed); else take
+    the exploring steps any plan takes before this step; else, where the guess is only
+    where most things went, open what is closed, so it is made among every place there
+    is; else the guess."""
     step = plan.steps[i]
     want = sought(step, rules, safe, reads, seen)
     for a in safe:
-        if a not in bound and any(_named(a.lower(), v) for v in want):
+        verb, _, thing = a.partition(" ")
+        if verb not in PASSIVE and thing.lower() in want:
             return a
     for p in [plan, *(q for q in plans if q is not plan)]:
-        for earlier in p.steps[: p.steps.index(step)] if step in p.steps else ():
-            how = p.slots.get(earlier, {})
-            if _wildcard(earlier, how) and (first := bind(earlier, how, safe, reads, seen)):
+        at = i if p is plan else (p.steps.index(step) if step in p.steps else 0)
+        for earlier in p.steps[:at]:
+            its = p.slots.get(earlier, {})
+            if _wildcard(earlier, its) and (first := bind(earlier, its, safe, reads, seen)):
                 return rng.choice(first)
-    return rng.choice([a for a in safe if a.split()[0] == "open"] or bound)
+    closed = [a for a in safe if a.split()[0] == "open"] if how == "usual" else []
+    return rng.choice(closed or bound)
+
+
+def _where_things_go(rules: Mapping[str, Any]) -> bool:
+    """True if a ``pick`` slot of the step is keyed by a thing in view (where each thing
+    goes), not by what was read (a recipe verb's tool)."""
+    return any(
+        r.get("fill") == "pick" and str(r.get("of", "")).startswith("seen") for r in rules.values()
+    )
 
 
 #: Verbs of actions that only inspect or close something: the explorer never picks them

@@ -380,23 +380,29 @@ def bind(
     return bind_ranked(step, rules, valid, reads, observation)[0]
 
 
+#: How a pick slot guesses a value for a key its table lacks, best first (see :func:`guess`).
+GUESSES = ("alike", "unclaimed", "usual")
+
+
 def bind_ranked(
     step: str,
     rules: Mapping[str, Any],
     valid: Sequence[str],
     reads: Sequence[str],
     observation: str,
-) -> tuple[list[str], bool]:
-    """As :func:`bind`, and whether the actions fit every slot rule (True) or are a
-    ``pick`` slot's best guess for a key its table lacks (False)."""
+) -> tuple[list[str], str]:
+    """As :func:`bind`, and how: ``"fits"`` (every slot rule holds), else the way a ``pick``
+    slot guessed for a key its table lacks (one of :data:`GUESSES`), else ``""``."""
     if "<" not in step:
-        return [a for a in valid if a == step], True
+        exact = [a for a in valid if a == step]
+        return exact, "fits" if exact else ""
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(step)]
     pattern = _pattern(step)
     read_lines = lines(reads)
     read_text = "\n".join(read_lines)
     obs, task = observation.lower(), _task(reads)
-    out, near, free, usual = [], [], [], []
+    out: list[str] = []
+    guessed: list[tuple[int, float, str]] = []  # (way, score, action)
     for action in valid:
         m = pattern.fullmatch(action)
         if m is None:
@@ -407,44 +413,43 @@ def bind_ranked(
         ]
         if not miss:
             out.append(action)
-        elif len(miss) == 1 and (score := _resembles(miss[0], rules, v, read_lines)):
-            near.append((score, action))
-        elif len(miss) == 1 and _unclaimed_here(miss[0], rules, v, read_lines):
-            free.append(action)
-        elif len(miss) == 1 and (takers := _usual_here(miss[0], rules, v, read_lines)):
-            usual.append((takers, action))
+        elif len(miss) == 1 and (how := _guess_here(miss[0], rules, v, read_lines)):
+            guessed.append((*how, action))
     if out:
-        return out, True
-    # No action fits a pick whose table lacks the key here: the value the most alike keys
-    # took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no known key
-    # claimed (see :func:`unclaimed`), else the value most keys took (see :func:`usual`).
-    for ranked in (near, [(1, a) for a in free], usual):
-        if ranked:
-            best = max(score for score, _ in ranked)
-            return [a for score, a in ranked if score == best], False
-    return [], False
+        return out, "fits"
+    if not guessed:
+        return [], ""
+    # The best way any action was guessed by, then its best score: the value the most
+    # alike keys took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no
+    # known key claimed, else the value most keys took.
+    way = min(w for w, _, _ in guessed)
+    top = max(score for w, score, _ in guessed if w == way)
+    return [a for w, score, a in guessed if w == way and score == top], GUESSES[way]
 
 
-def _unclaimed_here(
+def _guess_here(
     n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
-) -> bool:
+) -> tuple[int, float] | None:
     rule = rules.get(n, {})
-    if rule.get("fill") != "pick":
-        return False
-    keys = _keys(str(rule.get("of", "")), v.get(str(rule.get("of", "")), ""), read_lines)
-    return unclaimed(rule, keys, v[n])
-
-
-def _resembles(
-    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
-) -> float:
-    """For a ``pick`` whose table has none of the keys here: how much the table's keys
-    that share words with them vote for the value here (0 if the table has a key)."""
-    rule = rules.get(n, {})
-    if rule.get("fill") != "pick":
-        return 0.0
     of = str(rule.get("of", ""))
-    return _votes(rule, _keys(of, v.get(of, ""), read_lines)).get(v[n].lower(), 0.0)
+    return guess(rule, _keys(of, v.get(of, ""), read_lines), v[n])
+
+
+def guess(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> tuple[int, float] | None:
+    """How a ``pick`` whose table has none of ``keys`` would guess ``value``: ``(way,
+    score)``, ``way`` indexing :data:`GUESSES`: 0, the votes of alike keys (shared
+    words); 1, a value no known key claimed where each value has a key of its own (see
+    :func:`unclaimed`); 2, how many known things took it (see :func:`usual`). None if no
+    way guesses it, or the table has a key."""
+    if rule.get("fill") != "pick":
+        return None
+    if (vote := _votes(rule, keys).get(value.lower(), 0.0)) > 0:
+        return 0, vote
+    if unclaimed(rule, keys, value):
+        return 1, 1.0
+    if takers := usual(rule, keys, value):
+        return 2, float(takers)
+    return None
 
 
 def _votes(rule: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float]:
@@ -473,9 +478,9 @@ def sought(
     observation: str,
 ) -> list[str]:
     """Values a ``pick`` slot of ``step`` wants for the things here that no valid action
-    of the step offers yet (where the table says the plate goes, the dishwasher, is still
-    closed): for each thing, its best value by the table, by alike keys, or as the value
-    most keys took, if no action has it."""
+    of the step offers yet, though some other valid action names them whole ("open
+    dishwasher": where the table says the plate goes is still closed): for each thing,
+    its value by the table, or its best guess (see :func:`guess`) among those in view."""
     names = [m.group(0)[1:-1] for m in _SLOT.finditer(step)]
     if not names:
         return []
@@ -491,20 +496,22 @@ def sought(
             rule = rules.get(n, {})
             if rule.get("fill") == "pick" and rule.get("of") in v:
                 offered[(n, v[str(rule["of"])])].add(v[n].lower())
+    # What other actions act on as a whole ("open dishwasher" -> "dishwasher").
+    named = {a.split(" ", 1)[1].lower() for a in valid if " " in a and not pattern.fullmatch(a)}
     out = []
     for (n, key_value), values in offered.items():
         rule = rules[n]
         keys = _keys(str(rule["of"]), key_value, read_lines)
-        # Only values some valid action names (in view) can be sought.
-        here = {v for v in _values(rule) if any(_has(a.lower(), v) for a in valid)}
+        here = _values(rule) & (named | {v for vs in offered.values() for v in vs})
         best = pick(rule, keys)
         if best is None:
-            votes = {v: c for v, c in _votes(rule, keys).items() if v in here} or {
-                v: float(c) for v in here if (c := usual(rule, keys, v))
-            }
-            top = max(votes.values(), default=0.0)
-            best = next((v for v, c in sorted(votes.items()) if c == top), None) if top else None
-        if best is not None and best in here and best not in values and best not in out:
+            ranked = {v: how for v in here if (how := guess(rule, keys, v)) is not None}
+            if ranked:
+                top = min(ranked.values(), key=lambda how: (how[0], -how[1]))
+                wanted = sorted(v for v, how in ranked.items() if how == top)
+                if not values.intersection(wanted):  # else the guess can take it now
+                    out += [v for v in wanted if v in named and v not in out]
+        elif best in named and best not in values and best not in out:
             out.append(best)
     return out
 
@@ -585,16 +592,6 @@ def pooled(rule_sets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _usual_here(
-    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
-) -> int:
-    rule = rules.get(n, {})
-    if rule.get("fill") != "pick":
-        return 0
-    keys = _keys(str(rule.get("of", "")), v.get(str(rule.get("of", "")), ""), read_lines)
-    return usual(rule, keys, v[n])
-
-
 def usual(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> int:
     """For a thing the table has never seen (a pick keyed by a seen value, the thing
     itself): how many known things took ``value``, where the table shares values among
@@ -608,7 +605,7 @@ def usual(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> int:
     if not keys or any(k in table for k in keys) or not table:
         return 0
     takers: Counter[str] = Counter(val.lower() for counts in table.values() for val in counts)
-    if max(takers.values()) < 2:
+    if max(takers.values(), default=0) < 2:
         return 0  # one key per value: no value is usual
     return takers[value.lower()]
 

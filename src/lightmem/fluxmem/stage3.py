@@ -150,12 +150,13 @@ class Stage3:
         tasks = [str(m.data.get("task", "")) for m in members]
         kept: set[str] = set()  # constant steps a replay without them showed are needed
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
-            dropped = False  # a step found unneeded this round: not settled yet
+            # A step put back or found unneeded this round: not settled yet.
+            expanded = dropped = False
             if rnd and slots and replays:
                 pruned = _prune_by_replay(steps, slots, replays, tasks)
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _expand_by_replay(steps, slots, runs, replays, tasks, replay_fn)
-                    dropped = pruned[0] != steps
+                    expanded = pruned[0] != steps
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _drop_unneeded(steps, slots, replays, tasks, replay_fn, kept)
                     dropped = pruned[0] != steps
@@ -175,12 +176,14 @@ class Stage3:
             found.steps, found.slots, found.vec, found.eta = steps, slots, vec, eta
             prev_vec = vec
             c = found.curve
-            if not dropped and len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
+            changed = expanded or dropped
+            if not changed and len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
                 found.graduated = replay_fn is not None and eta >= GRADUATE_ETA
                 break
         else:
             # Out of rounds while still only dropping steps that cost a turn: what it does
-            # has settled (replays as successful), only its length was still shrinking.
+            # has settled (replays as successful), only its length was still shrinking. A
+            # step put back in the last round has changed what it does: not settled.
             found.graduated = replay_fn is not None and dropped and found.eta >= GRADUATE_ETA
         return found
 
