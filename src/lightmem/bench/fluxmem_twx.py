@@ -40,8 +40,8 @@ MATURE_SIMILARITY = 0.8
 #: Similar episodes Stage I shows (FluxMem's ``top_k_episodic``): the player learns from
 #: them which actions harmed, helped or did nothing in like states, and where things went
 #: (twc's places for things never met come from them), so it wants more than the default
-#: three (twc first attempt at 8: 0.5 / 0.4 on samples 0-4 / 5-9; at 12: 0.5 / 0.5; at 20
-#: as at 12).
+#: three (when chosen, at ce145f8: twc first attempt 0.5 / 0.4 on samples 0-4 / 5-9 with 8,
+#: 0.5 / 0.5 with 12, the same with 20).
 EPISODES_SHOWN = 12
 
 
