@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,8 @@ from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.errors import ConfigError
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.retrieve import RetrieveParams, Retriever
+from lightmem.types import MemoryEntry, Scope
 
 _TURNS = [
     ("Ana", "My sister Priya moved to Lisbon last spring."),
@@ -151,3 +155,64 @@ def test_tail_options_are_validated() -> None:
         parse_config({"retrieval": {"tail_rate": 0}})
     with pytest.raises(ConfigError, match=r"retrieval\.tail_after"):
         parse_config({"retrieval": {"tail_after": -1}})
+
+
+def test_a_miss_before_the_tail_begins_cuts_nothing(tmp_path: Path) -> None:
+    # One long memory about the sister ranks first and never fits: cutting the tail would
+    # not make room for it, so every other memory keeps its words.
+    long_turn = "My sister " + " ".join(["talked about her sister and her new flat"] * 25)
+    cfg = {
+        "store": {"path": str(tmp_path / "miss.db")},
+        "retrieval": {"readable_first": 0, "keep_first": 0, "tail_after": 5, "tail_rate": 0.4},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    msgs = [*_msgs(), {"id": "long", "speaker_name": "Ben", "content": long_turn}]
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(msgs, force_extract=True)
+        got = mem.retrieve("my sister", limit=20, budget_tokens=250)
+    texts = {c for _, c in _TURNS}
+    assert "long" not in {s for r in got for s in r.source_ids}
+    assert len(got) == len(_TURNS) and {r.text for r in got} == texts
+
+
+def test_cutting_keeps_numbers_whole_and_never_lengthens() -> None:
+    tail = EntropyCompressor(0.2)
+    out = tail.cut("Caroline's talk moved to 2023-06-09 at 3:30 pm, costing $1,250.50.")
+    assert {"2023-06-09", "$1,250.50", "Caroline's"} <= set(out.split())
+    assert tail.cut("ok") == "ok"  # nothing shorter to make
+    assert tail.cut("卡罗琳 喜欢 陶艺") == "卡罗琳 喜欢 陶艺"  # not English: as it was
+
+
+class _Entries:
+    """The candidates' entries by id (what packing fetches)."""
+
+    def __init__(self, entries: dict[str, MemoryEntry]) -> None:
+        self.entries = entries
+
+    def get(self, ids: list[str]) -> dict[str, MemoryEntry]:
+        return {i: self.entries[i] for i in ids if i in self.entries}
+
+
+def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
+    # Cut, the long second memory fits and crowds out the short ones that fitted whole.
+    when = datetime(2023, 6, 9, tzinfo=UTC)
+    texts = {
+        "a": "Priya Lisbon",
+        "b": "Priya Lisbon Porto Faro Braga Evora Sintra Cascais garden pottery chess",
+        **{k: "Mel Jon" for k in "cdef"},
+    }
+    entries = {
+        k: MemoryEntry(
+            id=k, text=t, original_text=t, scope=Scope(), timestamp=when, speaker_name="Ana"
+        )
+        for k, t in texts.items()
+    }
+    ranked = [(k, 1.0) for k in texts]
+    retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    p = RetrieveParams(budget_tokens=26, limit=50, readable_first=0, tail_after=1, tail_rate=0.2)
+    whole = retriever._pack_once(ranked, replace(p, tail_rate=1.0), "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
+    cut = retriever._pack_once(ranked, p, "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
+    assert len(cut) < len(whole)  # the case: cutting alone would lose memories
+    packed = retriever._pack(ranked, p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    assert [r.entry.id for r in packed] == [r.entry.id for r in whole]

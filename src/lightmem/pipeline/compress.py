@@ -10,7 +10,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from lightmem import lang as L
 from lightmem.errors import BackendError, ConfigError
-from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE
+from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE, estimate_tokens
+
+#: Punctuation at a word's edges ("pm," -> "pm"; "$1,250" and "50%" stay as they are).
+_EDGE = re.compile(r"^[^\w$€£¥]+|[^\w%]+$")
 
 
 @runtime_checkable
@@ -99,20 +102,23 @@ class EntropyCompressor:
         keep_n = max(1, math.ceil(self.rate * len(toks)))
         return self._keep(toks, forced, max(0, keep_n - sum(forced)))
 
-    def cut(self, keywords: str) -> str:
-        """Shorten text this compressor already made (keywords, no sentences left): its
-        names, numbers and negations, and the rarest ``rate`` share (at least two) of its
-        other words. A capital marks a name wherever it stands (the words before it are
-        gone, so a first word is no sentence start), and the forced words do not use up
-        the share: "10 days fencing no" keeps "fencing". Two words at least, since a line
-        that short saves little and one word alone loses what it was about ("stopped
-        pottery chess" -> "pottery")."""
-        toks = WORD_RE.findall(keywords)
-        if L.detect(keywords) != "en" or not toks:
-            return keywords
-        forced = [_forced(t, False) for t in toks]
-        others = len(toks) - sum(forced)
-        return self._keep(toks, forced, max(2, math.ceil(self.rate * others)))
+    def cut(self, text: str) -> str:
+        """Shorten a memory's stored text to its names, numbers and negations and the
+        rarest ``rate`` share (at least two) of its other words. Words are what whitespace
+        separates, without the punctuation at their edges, so "2023-06-09", "$1,250" and
+        "3.5k" stay whole. A capital marks a name wherever it stands (in keywords this
+        compressor made, a first word is no sentence start), and the forced words do not
+        use up the share: "10 days fencing no" keeps "fencing". Two words at least, since
+        a line that short saves little and one word alone loses what it was about
+        ("stopped pottery chess" -> "pottery"). Text it cannot shorten (scripts other than
+        English, nothing left, no fewer tokens) comes back as it was."""
+        words = [w for w in (_EDGE.sub("", piece) for piece in text.split()) if w]
+        if L.detect(text) != "en" or not words:
+            return text
+        forced = [_forced(w, False) for w in words]
+        others = len(words) - sum(forced)
+        out = self._keep(words, forced, max(2, math.ceil(self.rate * others)))
+        return out if out and estimate_tokens(out) < estimate_tokens(text) else text
 
     def _keep(self, toks: list[str], forced: list[bool], budget: int) -> str:
         """The forced words and the ``budget`` rarest others, in their original order."""

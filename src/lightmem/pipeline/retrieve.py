@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lightmem.embed.base import Embedder
+from lightmem.errors import ConfigError
 from lightmem.pipeline import time_match, validity
 from lightmem.pipeline.candidates import Candidates
 from lightmem.pipeline.compress import EntropyCompressor
@@ -71,7 +72,7 @@ class RetrieveParams:
     expand_weight: float = 0.5
     expand_hits: int = 3
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
-    #: within a token budget, memories packed from the ``tail_after``-th on show their
+    #: within a token budget, memories packed after the first ``tail_after`` show their
     #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and
     #: numbers always: :class:`~lightmem.pipeline.compress.EntropyCompressor`; 1.0: off).
     #: The answer is usually among the first few; the rest mostly add *which* other turns
@@ -286,14 +287,19 @@ class Retriever:
         query: str,
         got: Candidates,
     ) -> list[RetrievalResult]:
-        """Memories in rank order while they fit the budget, each as shown for ``query``;
-        the tail's text is cut (``tail_rate``) only when the budget cannot hold them all
-        as stored (a small store keeps every word)."""
-        if p.budget_tokens is None or p.tail_rate >= 1.0:
-            return self._pack_once(ranked, p, query, got)[0]
-        as_stored = replace(p, tail_rate=1.0)
-        out, full = self._pack_once(ranked, as_stored, query, got, stop_when_full=True)
-        return self._pack_once(ranked, p, query, got)[0] if full else out
+        """Memories in rank order while they fit the budget, each as shown for ``query``.
+        The text of the memories after the first ``tail_after`` is cut (``tail_rate``)
+        only where that can help: a budget that held them all as stored, or missed only
+        memories before the tail began, keeps every word; and the cut packing is used only
+        if it holds at least as many memories (greedy packing with skips is not monotone:
+        a long memory that now fits can crowd out several short ones)."""
+        whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
+        if p.budget_tokens is None or p.tail_rate >= 1.0 or p.limit <= p.tail_after:
+            return whole
+        if not tail_missed:
+            return whole
+        cut, _ = self._pack_once(ranked, p, query, got)
+        return cut if len(cut) >= len(whole) else whole
 
     def _pack_once(
         self,
@@ -301,10 +307,9 @@ class Retriever:
         p: RetrieveParams,
         query: str,
         got: Candidates,
-        stop_when_full: bool = False,
     ) -> tuple[list[RetrievalResult], bool]:
-        """One packing of ``ranked`` into the budget, and whether a memory did not fit
-        (``stop_when_full``: stop there)."""
+        """One packing of ``ranked`` into the budget, and whether a memory after the first
+        ``tail_after`` packed did not fit (where cutting the tail could make room)."""
         full = False
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
@@ -323,8 +328,8 @@ class Retriever:
                     continue
                 e, extra = shown(e), 0
                 if p.budget_tokens is not None:
-                    budget = (p.budget_tokens, more)
-                    e, extra = self._within_budget(e, len(out), budget, p, qstems, readable)
+                    packed = (p.budget_tokens, more)
+                    e, extra = self._within_budget(e, len(out), packed, p, qstems, readable)
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
@@ -337,9 +342,7 @@ class Retriever:
                 if header not in headers:
                     cost += estimate_tokens(header)
                 if p.budget_tokens is not None and used + cost > p.budget_tokens:
-                    full = True
-                    if stop_when_full:
-                        return out, full
+                    full = full or len(out) >= p.tail_after
                     continue  # a shorter memory further down may still fit
                 used += cost
                 more += extra
@@ -353,18 +356,18 @@ class Retriever:
         self,
         e: MemoryEntry,
         rank: int,
-        budget: tuple[int, int],
+        packed: tuple[int, int],
         p: RetrieveParams,
         qstems: set[str],
         readable: Callable[[MemoryEntry], MemoryEntry],
     ) -> tuple[MemoryEntry, int]:
-        """How the ``rank``-th memory packed into a budget is shown, and the tokens its
-        readable text adds (``budget``: the token budget, and what readable text added to
-        the memories packed so far). The best ``readable_first`` that hold a query word:
-        whole sentences while the additions stay within ``readable_share`` of the budget.
-        From the ``tail_after``-th on: the stored text cut to its rarest ``tail_rate``
-        share of words, so more memories fit."""
-        tokens, more = budget
+        """How the memory packed after ``rank`` others into a budget is shown, and the
+        tokens its readable text adds (``packed``: the token budget, and what readable text
+        added to the memories packed so far). The best ``readable_first`` that hold a query
+        word: whole sentences while the additions stay within ``readable_share`` of the
+        budget. After the first ``tail_after``: the stored text cut to its rarest
+        ``tail_rate`` share of words, so more memories fit."""
+        tokens, more = packed
         if rank < p.readable_first and qstems.intersection(self._stemmer.tokens(e.original_text)):
             whole = readable(e)
             extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
@@ -376,6 +379,8 @@ class Retriever:
 
     def _tail(self, rate: float) -> EntropyCompressor:
         """The compressor of tail memories' text (one per rate: it caches word scores)."""
+        if not 0 < rate <= 1:
+            raise ConfigError(f"retrieval.tail_rate: {rate} is outside (0, 1]")
         if rate not in self._tails:
             self._tails[rate] = EntropyCompressor(rate)
         return self._tails[rate]
