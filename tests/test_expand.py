@@ -9,8 +9,11 @@ import pytest
 
 from lightmem import LightMemory
 from lightmem.config import parse_config
+from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.neighbours import NearWords
+from lightmem.types import Scope
 
 _TURNS = [
     ("Ana", "My sister Priya moved to Lisbon last spring."),
@@ -151,3 +154,79 @@ def test_tail_options_are_validated() -> None:
         parse_config({"retrieval": {"tail_rate": 0}})
     with pytest.raises(ConfigError, match=r"retrieval\.tail_after"):
         parse_config({"retrieval": {"tail_after": -1}})
+
+
+_NEAR_TURNS = [
+    ("Ana", "The weather was grey all week."),
+    ("Ben", "Which instruments did the band use at the party?"),
+    ("Ana", "My guitar strings broke again."),
+    ("Ben", "I bought a new bike for the commute."),
+    ("Ana", "I am reading a novel about sailors."),
+    ("Ben", "My violin teacher moved away."),
+]
+
+
+def _near_ranked(tmp_path: Path, query: str, near_weight: float) -> list[str]:
+    cfg = {
+        "store": {"path": str(tmp_path / f"near{near_weight}.db")},
+        # BM25 alone: no query word is in the guitar turn, so only its near words find it
+        "retrieve_strategy": "context",
+        "retrieval": {"keep_first": 0, "near_weight": near_weight},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+    }
+    msgs = [
+        {"id": f"n{i}", "speaker_name": s, "content": c, "timestamp": "2024-03-02T09:00"}
+        for i, (s, c) in enumerate(_NEAR_TURNS)
+    ]
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(msgs, force_extract=True)
+        return [r.source_ids[0] for r in mem.retrieve(query, limit=10)]
+
+
+def test_near_words_bring_up_the_named_speakers_memories_of_the_kind_asked(
+    tmp_path: Path,
+) -> None:
+    # "instruments" is near "guitar" (and "violin") in the embedder's space
+    query = "Which instruments does Ana play?"
+    plain = _near_ranked(tmp_path, query, 0.0)
+    near = _near_ranked(tmp_path, query, 0.5)
+    assert plain[0] == "n1" and near[0] == "n2"
+    # searched among Ana's memories only: Ben's violin turn is not pulled in
+    assert "n5" not in near
+
+
+def test_near_words_come_from_the_store_and_follow_its_changes(tmp_path: Path) -> None:
+    cfg = {
+        "store": {"path": str(tmp_path / "vocab.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    near = NearWords(WordLlamaEmbedder())
+    with LightMemory.from_config(cfg) as mem:
+        turn = {"speaker_name": "Ana", "timestamp": "2024-03-02T09:00"}
+        mem.add_memory([{**turn, "id": "a", "content": "My guitar strings broke."}])
+        mem.flush()
+        scope = Scope()
+        words = near.near(mem.store, scope, "Which instruments does Ana play?", 5, 0.35)
+        assert "guitar" in words
+        assert not {"ana", "instruments"} & set(words)  # neither names nor its own words
+        assert "drums" not in words  # only words the store holds
+        mem.add_memory([{**turn, "id": "b", "content": "I practised the drums for hours."}])
+        mem.flush()
+        assert "drums" in near.near(mem.store, scope, "Which instruments?", 5, 0.35)
+        # a speaker's name is never a near word, even a name that is a word near the query's
+        rose = {"speaker_name": "Rose", "timestamp": "2024-03-03T09:00"}
+        mem.add_memory([{**rose, "id": "c", "content": "Rose here, I weeded the garden."}])
+        mem.flush()
+        words = near.near(mem.store, scope, "Which flowers?", 5, 0.3)
+        assert "garden" in words and "rose" not in words
+
+
+def test_near_word_options_are_validated() -> None:
+    r = parse_config({"retrieval": {"near_weight": 0.25, "near_words": 3}}).retrieve
+    assert (r.near_weight, r.near_words, r.near_similarity) == (0.25, 3, 0.35)
+    assert parse_config({}).retrieve.near_weight > 0  # on by default
+    with pytest.raises(ConfigError, match=r"retrieval\.near_weight"):
+        parse_config({"retrieval": {"near_weight": -1}})
+    with pytest.raises(ConfigError, match=r"retrieval\.near_words"):
+        parse_config({"retrieval": {"near_words": 0}})
