@@ -222,6 +222,31 @@ def test_near_words_come_from_the_store_and_follow_its_changes(tmp_path: Path) -
         assert "garden" in words and "rose" not in words
 
 
+def test_a_large_vocabulary_is_read_again_only_after_a_twentieth_changed(
+    tmp_path: Path,
+) -> None:
+    cfg = {
+        "store": {"path": str(tmp_path / "big.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    near = NearWords(WordLlamaEmbedder())
+
+    def turn(i: int, text: str) -> dict[str, Any]:
+        return {"id": f"b{i}", "speaker_name": "Ana", "content": text, "timestamp": "2024-03-02"}
+
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory([turn(i, f"Meeting number {i} ran long.") for i in range(40)])
+        mem.add_memory([turn(40, "My guitar strings broke.")], force_extract=True)
+        found = lambda: near.near(mem.store, Scope(), "Which instruments?", 5, 0.35)  # noqa: E731
+        assert found() == ["guitar"]
+        # one more entry among 41: reading them all again on every add would not scale
+        mem.add_memory([turn(41, "I practised the drums.")], force_extract=True)
+        assert found() == ["guitar"]
+        mem.add_memory([turn(i, f"Lunch number {i}.") for i in range(42, 46)], force_extract=True)
+        assert set(found()) == {"guitar", "drums"}
+
+
 def test_near_word_options_are_validated() -> None:
     r = parse_config({"retrieval": {"near_weight": 0.25, "near_words": 3}}).retrieve
     assert (r.near_weight, r.near_words, r.near_similarity) == (0.25, 3, 0.35)

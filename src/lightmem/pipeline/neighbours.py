@@ -11,9 +11,9 @@ best plain hits (:meth:`lightmem.pipeline.retrieve.Retriever.retrieve`).
 
 The vocabulary is the store's: the content words of a scope's stored entry text, speakers'
 names left out (a name that is also a word, "Rose", would be found for "flowers" and match
-every memory that addresses her), embedded once per word and read again only when the
-scope's entries change. Nothing is invented: the search returns stored memories, ranked
-by the words they hold.
+every memory that addresses her), embedded once per word and read again once the scope's
+entries have changed by more than a twentieth. Nothing is invented: the search returns
+stored memories, ranked by the words they hold.
 """
 
 from __future__ import annotations
@@ -81,12 +81,14 @@ class NearWords:
         return list(dict.fromkeys(out))
 
     def _vocabulary(self, store: MemoryStore, scope: Scope) -> _Vocabulary:
-        """The scope's vocabulary, read again only when its entries changed (their count
-        or the history of changes)."""
+        """The scope's vocabulary, read again once its entries changed by more than a
+        twentieth (their count or the history of changes): reading is linear in the
+        scope's entries, and an agent adds entries between queries; a new word missing
+        for a while only leaves a ranking as it was."""
         counts = store.counts(scope)
         version = (counts["entries"], counts["history_events"])
         vocab = self._vocabularies.get(scope)
-        if vocab is None or vocab.version != version:
+        if vocab is None or _stale(vocab.version, version):
             vocab = self._read(store, scope, version)
             if len(self._vocabularies) >= _KEEP_SCOPES:  # many users: forget the oldest
                 self._vocabularies.pop(next(iter(self._vocabularies)), None)
@@ -117,6 +119,12 @@ class NearWords:
                 self._vectors.clear()
             self._vectors.update(zip(new, got, strict=True))
         return np.stack([have[w] for w in words])
+
+
+def _stale(old: tuple[int, int], new: tuple[int, int]) -> bool:
+    """Whether counts moved from ``old`` to ``new`` by more than a twentieth (any change
+    of a small store)."""
+    return any(abs(n - o) > o // 20 for o, n in zip(old, new, strict=True))
 
 
 def _expandable(word: str, names: frozenset[str]) -> bool:
