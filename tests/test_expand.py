@@ -11,8 +11,10 @@ import pytest
 
 from lightmem import LightMemory
 from lightmem.config import parse_config
+from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever
 from lightmem.types import MemoryEntry, Scope
 
@@ -216,3 +218,122 @@ def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
     assert len(cut) < len(whole)  # the case: cutting alone would lose memories
     packed = retriever._pack(ranked, p, "zzz", _Entries(entries))  # type: ignore[arg-type]
     assert [r.entry.id for r in packed] == [r.entry.id for r in whole]
+
+
+_NEAR_TURNS = [
+    ("Ana", "The weather was grey all week."),
+    ("Ben", "Which instruments did the band use at the party?"),
+    ("Ana", "My guitar strings broke again."),
+    ("Ben", "I bought a new bike for the commute."),
+    ("Ana", "I am reading a novel about sailors."),
+    ("Ben", "My violin teacher moved away."),
+]
+
+
+def _near_ranked(tmp_path: Path, query: str, near_weight: float) -> list[str]:
+    cfg = {
+        "store": {"path": str(tmp_path / f"near{near_weight}.db")},
+        # BM25 alone: no query word is in the guitar turn, so only its near words find it
+        "retrieve_strategy": "context",
+        "retrieval": {"keep_first": 0, "near_weight": near_weight},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+    }
+    msgs = [
+        {"id": f"n{i}", "speaker_name": s, "content": c, "timestamp": "2024-03-02T09:00"}
+        for i, (s, c) in enumerate(_NEAR_TURNS)
+    ]
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(msgs, force_extract=True)
+        return [r.source_ids[0] for r in mem.retrieve(query, limit=10)]
+
+
+def test_near_words_bring_up_the_named_speakers_memories_of_the_kind_asked(
+    tmp_path: Path,
+) -> None:
+    # "instruments" is near "guitar" (and "violin") in the embedder's space
+    query = "Which instruments does Ana play?"
+    plain = _near_ranked(tmp_path, query, 0.0)
+    near = _near_ranked(tmp_path, query, 0.5)
+    assert plain[0] == "n1" and near[0] == "n2"
+    # searched among Ana's memories only: Ben's violin turn is not pulled in
+    assert "n5" not in near
+
+
+def test_near_words_come_from_the_store_and_follow_its_changes(tmp_path: Path) -> None:
+    cfg = {
+        "store": {"path": str(tmp_path / "vocab.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    near = NearWords(WordLlamaEmbedder())
+    with LightMemory.from_config(cfg) as mem:
+        turn = {"speaker_name": "Ana", "timestamp": "2024-03-02T09:00"}
+        mem.add_memory([{**turn, "id": "a", "content": "My guitar strings broke."}])
+        mem.flush()
+        scope = Scope()
+        words = near.near(mem.store, scope, "Which instruments does Ana play?", 5, 0.35)
+        assert "guitar" in words
+        assert not {"ana", "instruments"} & set(words)  # neither names nor its own words
+        assert "drums" not in words  # only words the store holds
+        mem.add_memory([{**turn, "id": "b", "content": "I practised the drums for hours."}])
+        mem.flush()
+        assert "drums" in near.near(mem.store, scope, "Which instruments?", 5, 0.35)
+        # a speaker's name is never a near word, even a name that is a word near the query's
+        rose = {"speaker_name": "Rose", "timestamp": "2024-03-03T09:00"}
+        mem.add_memory([{**rose, "id": "c", "content": "Rose here, I weeded the garden."}])
+        mem.flush()
+        words = near.near(mem.store, scope, "Which flowers?", 5, 0.3)
+        assert "garden" in words and "rose" not in words
+
+
+def test_a_large_vocabulary_is_read_again_only_after_a_twentieth_changed(
+    tmp_path: Path,
+) -> None:
+    cfg = {
+        "store": {"path": str(tmp_path / "big.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    near = NearWords(WordLlamaEmbedder())
+
+    def turn(i: int, text: str) -> dict[str, Any]:
+        return {"id": f"b{i}", "speaker_name": "Ana", "content": text, "timestamp": "2024-03-02"}
+
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory([turn(i, f"Meeting number {i} ran long.") for i in range(40)])
+        mem.add_memory([turn(40, "My guitar strings broke.")], force_extract=True)
+        found = lambda: near.near(mem.store, Scope(), "Which instruments?", 5, 0.35)  # noqa: E731
+        assert found() == ["guitar"]
+        # one more entry among 41: reading them all again on every add would not scale
+        mem.add_memory([turn(41, "I practised the drums.")], force_extract=True)
+        assert found() == ["guitar"]
+        mem.add_memory([turn(i, f"Lunch number {i}.") for i in range(42, 46)], force_extract=True)
+        assert set(found()) == {"guitar", "drums"}
+
+
+def test_near_word_options_are_validated() -> None:
+    r = parse_config({"retrieval": {"near_weight": 0.25, "near_words": 3}}).retrieve
+    assert (r.near_weight, r.near_words, r.near_similarity) == (0.25, 3, 0.35)
+    assert parse_config({}).retrieve.near_weight > 0  # on by default
+    with pytest.raises(ConfigError, match=r"retrieval\.near_weight"):
+        parse_config({"retrieval": {"near_weight": -1}})
+    with pytest.raises(ConfigError, match=r"retrieval\.near_words"):
+        parse_config({"retrieval": {"near_words": 0}})
+
+
+def test_near_words_are_not_looked_up_when_the_limit_keeps_only_the_head(tmp_path: Path) -> None:
+    # limit <= keep_first returns the plain head: no vocabulary is read or embedded.
+    msgs = [
+        {"id": f"n{i}", "speaker_name": s, "content": c, "timestamp": "2024-03-02T09:00"}
+        for i, (s, c) in enumerate(_NEAR_TURNS)
+    ]
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "head.db")}}) as mem:
+        mem.add_memory(msgs, force_extract=True)
+
+        def ops() -> set[str]:
+            return {u["op"] for u in mem.stats()["usage"]["by_operation"]}
+
+        mem.retrieve("What instruments does Ana play?", limit=10)
+        assert "vocabulary" not in ops()
+        mem.retrieve("What instruments does Ana play?", limit=50)
+        assert "vocabulary" in ops()

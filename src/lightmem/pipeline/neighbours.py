@@ -1,0 +1,137 @@
+"""The store's own words nearest in meaning to a query's words (word-neighbour expansion).
+
+A list or persona question names a kind ("What pets does Nate have?", "What sports does
+John like?") while the turns that answer it name its members ("my dog", "a soccer game"):
+no query word is in them, and the question's whole-sentence vector is far from each. Word
+by word the embedder puts "pets" near "dog" (wordllama cosine 0.40), "sports" near
+"soccer", "basketball" and "tennis", "instruments" near "guitar", "books" near "novel". The
+store's words nearest to each query word are searched for (BM25) with the query's words
+among the memories of each speaker the query names, and that ranking is fused behind the
+best plain hits (:meth:`lightmem.pipeline.retrieve.Retriever.retrieve`).
+
+The vocabulary is the store's: the content words of a scope's stored entry text, speakers'
+names left out (a name that is also a word, "Rose", would be found for "flowers" and match
+every memory that addresses her), embedded once per word and read again once the scope's
+entries have changed by more than a twentieth. Nothing is invented: the search returns
+stored memories, ranked by the words they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from lightmem.embed.base import Embedder
+from lightmem.store.base import MemoryStore
+from lightmem.text import content_terms
+from lightmem.types import EntryKind, Filters, Scope
+
+#: Words embedded for vocabularies and kept across rebuilds (a store's vocabulary grows
+#: by a few words per turn; embedding it all again on every change would not scale).
+_KEEP_WORDS = 200_000
+#: Entries a vocabulary is read from, at most (reading is linear in them: a scope of a
+#: million memories would take seconds at its first budgeted query).
+_READ_ENTRIES = 50_000
+#: Scopes whose vocabularies are kept (a server sees many users' scopes).
+_KEEP_SCOPES = 64
+_ENTRIES: tuple[EntryKind, ...] = ("entry",)
+
+
+@dataclass(frozen=True, slots=True)
+class _Vocabulary:
+    version: tuple[int, int]  # (entries, history events) when it was read
+    words: list[str]
+    vectors: npt.NDArray[np.float32]  # one unit row per word
+    names: frozenset[str]  # speakers' name words, never expanded or added
+
+
+class NearWords:
+    """Per-scope vocabularies of one store and embedder; ``near`` finds neighbours."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._vocabularies: dict[Scope, _Vocabulary] = {}
+        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+
+    def near(
+        self,
+        store: MemoryStore,
+        scope: Scope,
+        query: str,
+        per_word: int,
+        min_similarity: float,
+    ) -> list[str]:
+        """The store's words (of ``scope``) among the ``per_word`` nearest to each content
+        word of ``query`` with cosine similarity at least ``min_similarity``, the query's
+        own words and speakers' names left out, nearest first for each query word."""
+        vocab = self._vocabulary(store, scope)
+        own = [t for t in content_terms(query) if _expandable(t, vocab.names)]
+        if not own or not vocab.words:
+            return []
+        k = min(per_word + 1, len(vocab.words))  # +1: the word itself is usually nearest
+        out: list[str] = []
+        for q in self._unit(own, op="retrieve"):
+            # one matrix-vector product per word: a threaded matrix product of these
+            # sizes spends ~100x the CPU time (BLAS threads spinning)
+            row = vocab.vectors @ q
+            best = np.argpartition(-row, k - 1)[:k]
+            for i in best[np.argsort(-row[best])]:
+                if row[i] >= min_similarity and vocab.words[i] not in own:
+                    out.append(vocab.words[i])
+        return list(dict.fromkeys(out))
+
+    def _vocabulary(self, store: MemoryStore, scope: Scope) -> _Vocabulary:
+        """The scope's vocabulary, read again once its entries changed by more than a
+        twentieth (their count or the history of changes): reading is linear in the
+        scope's entries, and an agent adds entries between queries; a new word missing
+        for a while only leaves a ranking as it was."""
+        counts = store.counts(scope)
+        version = (counts["entries"], counts["history_events"])
+        vocab = self._vocabularies.get(scope)
+        if vocab is None or _stale(vocab.version, version):
+            vocab = self._read(store, scope, version)
+            if len(self._vocabularies) >= _KEEP_SCOPES:  # many users: forget the oldest
+                self._vocabularies.pop(next(iter(self._vocabularies)), None)
+            self._vocabularies[scope] = vocab
+        return vocab
+
+    def _read(self, store: MemoryStore, scope: Scope, version: tuple[int, int]) -> _Vocabulary:
+        limit = max(1, min(version[0], _READ_ENTRIES))
+        entries = store.list_entries(scope, Filters(kinds=_ENTRIES), limit, 0)
+        names = frozenset(w for e in entries for w in content_terms(e.speaker))
+        words = list(
+            dict.fromkeys(
+                w for e in entries for w in content_terms(e.text) if _expandable(w, names)
+            )
+        )
+        vectors = self._unit(words, op="vocabulary") if words else np.zeros((0, 1), np.float32)
+        return _Vocabulary(version, words, vectors, names)
+
+    def _unit(self, words: Sequence[str], op: str) -> npt.NDArray[np.float32]:
+        """Unit vectors of ``words``, each embedded once (query words too: they recur).
+        Read into a local map first, so another thread clearing the cache cannot fail it."""
+        have = {w: v for w in dict.fromkeys(words) if (v := self._vectors.get(w)) is not None}
+        new = [w for w in dict.fromkeys(words) if w not in have]
+        if new:
+            got = np.asarray(self._embedder.embed(new, op=op), dtype=np.float32)
+            got /= np.linalg.norm(got, axis=1, keepdims=True) + 1e-9
+            have.update(zip(new, got, strict=True))
+            if len(self._vectors) + len(new) > _KEEP_WORDS:
+                self._vectors.clear()
+            self._vectors.update(zip(new, got, strict=True))
+        return np.stack([have[w] for w in words])
+
+
+def _stale(old: tuple[int, int], new: tuple[int, int]) -> bool:
+    """Whether counts moved from ``old`` to ``new`` by more than a twentieth (any change
+    of a small store)."""
+    return any(abs(n - o) > o // 20 for o, n in zip(old, new, strict=True))
+
+
+def _expandable(word: str, names: frozenset[str]) -> bool:
+    """A word worth a neighbour search: alphabetic (no numbers, no possessives), three
+    letters at least, not a speaker's name: short words and names are near too much."""
+    return word.isalpha() and len(word) > 2 and word not in names
