@@ -13,6 +13,7 @@ from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
+from lightmem.pipeline import neighbours
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever
@@ -337,3 +338,26 @@ def test_near_words_are_not_looked_up_when_the_limit_keeps_only_the_head(tmp_pat
         assert "vocabulary" not in ops()
         mem.retrieve("What instruments does Ana play?", limit=50)
         assert "vocabulary" in ops()
+
+
+def test_a_vocabulary_keeps_the_scopes_most_frequent_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Bounded memory whatever a tenant stores: the most frequent words only ("guitar",
+    # said once, is left out of a vocabulary of 3 words; "violin", said thrice, is in).
+    monkeypatch.setattr(neighbours, "_VOCABULARY", 3)
+    texts = ["My violin lesson ran late."] * 3 + ["The lesson room was late again."] * 2
+    texts.append("My guitar strings broke.")
+    msgs = [
+        {"id": f"v{i}", "speaker_name": "Ana", "content": t, "timestamp": "2024-03-02"}
+        for i, t in enumerate(texts)
+    ]
+    cfg = {
+        "store": {"path": str(tmp_path / "voc.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(msgs, force_extract=True)
+        found = NearWords(WordLlamaEmbedder()).near(mem.store, Scope(), "instruments", 5, 0.2)
+    assert "violin" in found and "guitar" not in found

@@ -18,6 +18,7 @@ stored memories, ranked by the words they hold.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,12 +32,17 @@ from lightmem.types import EntryKind, Filters, Scope
 
 #: Words embedded for vocabularies and kept across rebuilds (a store's vocabulary grows
 #: by a few words per turn; embedding it all again on every change would not scale).
-_KEEP_WORDS = 200_000
+#: Memory is bounded: a vector is ~1 KB (256 floats), so at most ~20 MB here, and at most
+#: _KEEP_SCOPES vocabularies of _VOCABULARY words (~80 MB) per retriever, whatever a
+#: request or a tenant stores.
+_KEEP_WORDS = 20_000
+#: Words a scope's vocabulary keeps at most: its most frequent content words.
+_VOCABULARY = 10_000
 #: Entries a vocabulary is read from, at most (reading is linear in them: a scope of a
 #: million memories would take seconds at its first budgeted query).
 _READ_ENTRIES = 50_000
 #: Scopes whose vocabularies are kept (a server sees many users' scopes).
-_KEEP_SCOPES = 64
+_KEEP_SCOPES = 8
 _ENTRIES: tuple[EntryKind, ...] = ("entry",)
 
 
@@ -102,11 +108,8 @@ class NearWords:
         limit = max(1, min(version[0], _READ_ENTRIES))
         entries = store.list_entries(scope, Filters(kinds=_ENTRIES), limit, 0)
         names = frozenset(w for e in entries for w in content_terms(e.speaker))
-        words = list(
-            dict.fromkeys(
-                w for e in entries for w in content_terms(e.text) if _expandable(w, names)
-            )
-        )
+        seen = Counter(w for e in entries for w in content_terms(e.text) if _expandable(w, names))
+        words = [w for w, _ in seen.most_common(_VOCABULARY)]
         vectors = self._unit(words, op="vocabulary") if words else np.zeros((0, 1), np.float32)
         return _Vocabulary(version, words, vectors, names)
 
