@@ -266,7 +266,7 @@ def test_near_words_come_from_the_store_and_follow_its_changes(tmp_path: Path) -
         "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
         "pre_compress": False,
     }
-    near = NearWords(WordLlamaEmbedder())
+    near = NearWords(WordLlamaEmbedder(), recheck_s=0)  # every query looks for changes
     with LightMemory.from_config(cfg) as mem:
         turn = {"speaker_name": "Ana", "timestamp": "2024-03-02T09:00"}
         mem.add_memory([{**turn, "id": "a", "content": "My guitar strings broke."}])
@@ -295,7 +295,7 @@ def test_a_large_vocabulary_is_read_again_only_after_a_twentieth_changed(
         "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
         "pre_compress": False,
     }
-    near = NearWords(WordLlamaEmbedder())
+    near = NearWords(WordLlamaEmbedder(), recheck_s=0)  # every query looks for changes
 
     def turn(i: int, text: str) -> dict[str, Any]:
         return {"id": f"b{i}", "speaker_name": "Ana", "content": text, "timestamp": "2024-03-02"}
@@ -359,5 +359,33 @@ def test_a_vocabulary_keeps_the_scopes_most_frequent_words(
     }
     with LightMemory.from_config(cfg) as mem:
         mem.add_memory(msgs, force_extract=True)
-        found = NearWords(WordLlamaEmbedder()).near(mem.store, Scope(), "instruments", 5, 0.2)
+        found = NearWords(WordLlamaEmbedder(), recheck_s=0).near(
+            mem.store, Scope(), "instruments", 5, 0.2
+        )
     assert "violin" in found and "guitar" not in found
+
+
+def test_a_vocabulary_is_checked_for_changes_at_most_every_recheck_s(tmp_path: Path) -> None:
+    # Counting a scope's entries is linear in it: a large store is not counted per query.
+    now = [0.0]
+    near = NearWords(WordLlamaEmbedder(), recheck_s=2.0, clock=lambda: now[0])
+    cfg = {
+        "store": {"path": str(tmp_path / "recheck.db")},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        "pre_compress": False,
+    }
+    with LightMemory.from_config(cfg) as mem:
+        turn = {"speaker_name": "Ana", "timestamp": "2024-03-02T09:00"}
+        mem.add_memory([{**turn, "id": "a", "content": "My guitar strings broke."}])
+        mem.flush()
+
+        def found() -> list[str]:
+            return near.near(mem.store, Scope(), "Which instruments?", 5, 0.35)
+
+        assert found() == ["guitar"]
+        mem.add_memory([{**turn, "id": "b", "content": "I practised the drums for hours."}])
+        mem.flush()
+        now[0] = 1.0
+        assert found() == ["guitar"]  # not looked at again yet
+        now[0] = 2.5
+        assert set(found()) == {"guitar", "drums"}
