@@ -105,7 +105,7 @@ class NearWords:
         twentieth (their count or the history of changes): reading is linear in the
         scope's entries, and an agent adds entries between queries; a new word missing
         for a while only leaves a ranking as it was. Whether it changed is looked at most
-        every ``recheck_s`` seconds: counting is linear in the scope too (47 ms at 200,000
+        every ``recheck_s`` seconds: counting is linear in the scope too (~45 ms at 200,000
         entries on SQLite), too much for every query of a large store."""
         vocab = self._vocabularies.get(scope)
         now = self._clock()
