@@ -80,4 +80,9 @@ def _utc(dt: datetime) -> datetime:
 def format_date(dt: date | None) -> str:
     """Human date used in prompt context, e.g. "8 June 2023": the month spelled out, as
     people write it and as an answer names it ("Jun" is not the word "June")."""
-    return f"{dt.day} {dt:%B %Y}" if dt else ""
+    return f"{dt.day} {format_month(dt)}" if dt else ""
+
+
+def format_month(d: date) -> str:
+    """A month as the context writes it: "June 2023"."""
+    return f"{d:%B %Y}"

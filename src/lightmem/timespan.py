@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal, get_args
 
-from lightmem.timeparse import format_date
+from lightmem.timeparse import format_date, format_month
 
 TimeUnit = Literal["day", "week", "weekend", "month", "season", "year", "span"]
 UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
@@ -78,7 +78,7 @@ class TimeSpan:
         if self.unit == "weekend" and self.days == 2 and s.weekday() == 5:
             return f"weekend of {short_date(s)}"
         if self.unit == "month" and self.same_days(month_span(s.year, s.month)):
-            return f"in {s:%B %Y}"
+            return f"in {format_month(s)}"
         if self.unit == "year" and self.same_days(year_span(s.year)):
             return f"in {s.year}"
         if self.unit == "season":
