@@ -26,11 +26,6 @@ _UNIT_NAMED: dict[str, TimeUnit] = {u: u for u in UNITS}
 SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 
 
-def short_date(d: date) -> str:
-    """ "8 May 2023" (the style of the context's date headers)."""
-    return format_date(d)
-
-
 @dataclass(frozen=True, slots=True)
 class TimeSpan:
     """Days ``start``..``end`` (inclusive), named in ``unit``; ``phrase`` is the text it was
@@ -72,11 +67,11 @@ class TimeSpan:
         "1 May 2023 to 12 May 2023"."""
         s = self.start
         if self.unit == "day" and self.days == 1:
-            return f"on {short_date(s)}"
+            return f"on {format_date(s)}"
         if self.unit == "week" and self.days == 7 and s.weekday() == 0:
-            return f"week of {short_date(s)}"
+            return f"week of {format_date(s)}"
         if self.unit == "weekend" and self.days == 2 and s.weekday() == 5:
-            return f"weekend of {short_date(s)}"
+            return f"weekend of {format_date(s)}"
         if self.unit == "month" and self.same_days(month_span(s.year, s.month)):
             return f"in {format_month(s)}"
         if self.unit == "year" and self.same_days(year_span(s.year)):
@@ -85,7 +80,7 @@ class TimeSpan:
             for name in SEASONS:
                 if name != "autumn" and self.same_days(season_span(name, s.year)):
                     return f"in {name} {s.year}"
-        return f"{short_date(s)} to {short_date(self.end)}"
+        return f"{format_date(s)} to {format_date(self.end)}"
 
     def iso(self) -> str:
         """The ISO form :func:`parse_iso_span` reads: "2023-05-07", "2023-05", "2023" or

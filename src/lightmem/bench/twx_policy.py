@@ -291,8 +291,10 @@ class Player:
         promise = 1 if outcomes is None else outcomes.promise(action, reads, seen)
         if "<read" in abstract(action, docs, "")[0]:
             tier = 2
+        elif _opens(action):
+            tier = 1
         else:
-            tier = 1 if action.split()[0] == "open" else 0
+            tier = 0
         return 3 * promise + tier
 
 
@@ -326,8 +328,13 @@ def _ahead_of_guess(
             its = p.slots.get(earlier, {})
             if _wildcard(earlier, its) and (first := bind(earlier, its, safe, reads, seen)):
                 return rng.choice(first)
-    closed = [a for a in safe if a.split()[0] == "open"] if how == "usual" else []
+    closed = [a for a in safe if _opens(a)] if how == "usual" else []
     return rng.choice(closed or bound)
+
+
+def _opens(action: str) -> bool:
+    """True for an action that opens something (what is inside may be what is looked for)."""
+    return action.split()[0] == "open"
 
 
 def _where_things_go(rules: Mapping[str, Any]) -> bool:

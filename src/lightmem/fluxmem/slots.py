@@ -498,11 +498,12 @@ def sought(
                 offered[(n, v[str(rule["of"])])].add(v[n].lower())
     # What other actions act on as a whole ("open dishwasher" -> "dishwasher").
     named = {a.split(" ", 1)[1].lower() for a in valid if " " in a and not pattern.fullmatch(a)}
+    in_view = named.union(*offered.values())
     out = []
     for (n, key_value), values in offered.items():
         rule = rules[n]
         keys = _keys(str(rule["of"]), key_value, read_lines)
-        here = _values(rule) & (named | {v for vs in offered.values() for v in vs})
+        here = _values(rule) & in_view
         best = pick(rule, keys)
         if best is None:
             ranked = {v: how for v in here if (how := guess(rule, keys, v)) is not None}

@@ -172,10 +172,7 @@ class Retriever:
         got = Candidates(self._store)
         fused = self._fused(query, scope, f, p, p.mode, qv)
         if fused and p.speaker_focus > 0 and f.speaker is None:
-            head = fused[: p.keep_first]
-            focused = self._speaker_focus(query, scope, f, p, qv, fused, got)
-            kept = {i for i, _ in head}
-            fused = head + [h for h in focused if h[0] not in kept]
+            fused = behind_head(fused, self._speaker_focus(query, scope, f, p, qv, fused, got), p)
         if fused and p.expand_weight > 0:
             grown = self._expanded(content_terms(query), scope, f, p, fused, got)
             fused = behind_head(fused, [(p.expand_weight, grown)], p)
@@ -194,21 +191,18 @@ class Retriever:
         qv: Vector | None,
         fused: list[ScoredId],
         got: Candidates,
-    ) -> list[ScoredId]:
-        """Fuse in the ranking among each named speaker's own memories (none when the
+    ) -> list[tuple[float, Sequence[ScoredId]]]:
+        """The rankings among each named speaker's own memories, to fuse in (none when the
         query names every speaker of the best candidates: that would rank nothing apart).
         Speakers are looked for among the best :data:`_PROBE` candidates only."""
         names, speakers = self._named(query, fused, got)
         if not names or len(names) >= speakers:
-            return fused
-        lists: list[tuple[float, Sequence[ScoredId]]] = [(1.0, fused)]
+            return []
         # Among a speaker's own memories their name only matches where they say it.
         named = {w for n in names for w in content_terms(n)}
         terms = [t for t in content_terms(query) if without_possessive(t) not in named]
-        for name in names:
-            only = replace(f, speaker=name)
-            lists.append((p.speaker_focus, self._fused(query, scope, only, p, p.mode, qv, terms)))
-        return rrf(lists, p.rrf_k)
+        own = [replace(f, speaker=n) for n in names]
+        return [(p.speaker_focus, self._fused(query, scope, g, p, p.mode, qv, terms)) for g in own]
 
     def _named(self, query: str, fused: list[ScoredId], got: Candidates) -> tuple[list[str], int]:
         """The speakers of the best :data:`_PROBE` candidates that ``query`` names, and how
@@ -335,10 +329,8 @@ class Retriever:
         if it holds at least as many memories (greedy packing with skips is not monotone:
         a long memory that now fits can crowd out several short ones)."""
         whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
-        if p.budget_tokens is None or p.tail_rate >= 1.0 or p.limit <= p.tail_after:
-            return whole
-        if not tail_missed:
-            return whole
+        if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
+            return whole  # (tail_missed also needs limit > tail_after)
         cut, _ = self._pack_once(ranked, p, query, got)
         return cut if len(cut) >= len(whole) else whole
 
