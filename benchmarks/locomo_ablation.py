@@ -31,11 +31,19 @@ OFF = {
     "context_text": "stored",
     "expand_weight": 0.0,
     "readable_first": 0,
+    "readable_text": "sentences",
     "tail_rate": 1.0,
     "sentence_words": 30,
 }
 #: the defaults before expansion and readable text (speaker focus on)
 FOCUS = {**OFF, "speaker_focus": 1.0, "keep_first": 10}
+#: the best memories' readable text before every-word-but-stopwords (readable_text "words")
+SENTENCES_HEAD = {
+    "readable_text": "sentences",
+    "readable_first": 5,
+    "readable_share": 0.1,
+    "tail_after": 10,
+}
 INGEST: dict[str, dict[str, Any]] = {
     "default": {},
     "original_text": {"text_summary": False},
@@ -65,9 +73,12 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {**FOCUS, "expand_weight": 0.5, "readable_first": 5, "readable_share": 1.0},
     ),
     # expansion 0.5 and readable_first 5 within 10%, before the tail cut
-    "before_tail": ("default", {"tail_rate": 1.0, "sentence_words": 30}),
-    "tail_0.4": ("default", {"tail_rate": 0.4}),
-    "defaults": ("default", {}),  # + the tail cut (tail_after 10, tail_rate 0.2)
+    "before_tail": ("default", {"tail_rate": 1.0, "sentence_words": 30, **SENTENCES_HEAD}),
+    "tail_0.4": ("default", {"tail_rate": 0.4, **SENTENCES_HEAD}),
+    # + the tail cut (tail_after 10, tail_rate 0.2), before the head's words
+    "before_words": ("default", SENTENCES_HEAD),
+    # + the best 15 with every word but stopwords within 15 %, the tail after 12
+    "defaults": ("default", {}),
     "original_text": ("original_text", OFF),
     "context_window_2": ("context_window_2", OFF),
     "rate_0.5": ("rate_0.5", OFF),

@@ -16,7 +16,8 @@ from lightmem.errors import ConfigError
 from lightmem.pipeline import neighbours
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.neighbours import NearWords
-from lightmem.pipeline.retrieve import RetrieveParams, Retriever
+from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.text import estimate_tokens
 from lightmem.types import MemoryEntry, Scope
 
 _TURNS = [
@@ -66,17 +67,34 @@ def test_expansion_brings_up_memories_sharing_the_best_hits_rare_words(tmp_path:
     assert kept[:3] == plain[:3]
 
 
+def _readable_shown(
+    tmp_path: Path,
+    budget: int | None,
+    share: float = 0.5,
+    first: int = 1,
+    text: str = "sentences",
+    **cfg: Any,
+) -> list[str]:
+    config = {
+        "store": {"path": str(tmp_path / f"r{budget}-{share}-{first}-{text}-{len(cfg)}.db")},
+        "retrieval": {
+            "readable_first": first,
+            "readable_share": share,
+            "readable_text": text,
+            "keep_first": 0,
+        },
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+        **cfg,
+    }
+    with LightMemory.from_config(config) as mem:
+        mem.add_memory(_msgs(), force_extract=True)
+        got = mem.retrieve("Who moved to Lisbon?", limit=3, budget_tokens=budget)
+        return [r.text for r in got]
+
+
 def test_best_memories_show_readable_sentences_the_rest_stored_text(tmp_path: Path) -> None:
     def shown(budget: int | None, share: float = 0.5, first: int = 1) -> list[str]:
-        cfg = {
-            "store": {"path": str(tmp_path / f"r{budget}-{share}-{first}.db")},
-            "retrieval": {"readable_first": first, "readable_share": share, "keep_first": 0},
-            "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
-        }
-        with LightMemory.from_config(cfg) as mem:
-            mem.add_memory(_msgs(), force_extract=True)
-            got = mem.retrieve("Who moved to Lisbon?", limit=3, budget_tokens=budget)
-            return [r.text for r in got]
+        return _readable_shown(tmp_path, budget, share, first)
 
     whole = "My sister Priya moved to Lisbon last spring."
     first, second, _ = shown(200)
@@ -88,6 +106,24 @@ def test_best_memories_show_readable_sentences_the_rest_stored_text(tmp_path: Pa
     assert shown(200, share=1.0, first=3) == [whole, _TURNS[10][1], "near sister days"]
 
 
+def test_best_memories_show_every_word_but_stopwords(tmp_path: Path) -> None:
+    words = "sister Priya moved Lisbon last spring"  # the turn without "My", "to"
+
+    def shown(budget: int | None, share: float = 0.5, first: int = 1, **cfg: Any) -> list[str]:
+        return _readable_shown(tmp_path, budget, share, first, "words", **cfg)
+
+    first, second, _ = shown(200)
+    assert first == words
+    assert second == _TURNS[10][1] or len(second.split()) < 5  # the rest: stored text
+    assert words not in shown(200, share=0.01)  # what it adds must fit its share
+    assert words not in shown(None)  # no budget: memories as stored
+    # no query word needed ("near sister days" is the third turn's stored text)
+    assert shown(200, share=1.0, first=3)[2] != "near sister days"
+    # stored text that holds every word (no pre-compression, or an LLM-written fact)
+    # is never replaced by a shorter one
+    assert shown(200, pre_compress=False)[0] == "My sister Priya moved to Lisbon last spring."
+
+
 def test_expansion_and_readable_options_are_validated() -> None:
     s = parse_config({"retrieval": {"expand_weight": 0.25, "expand_hits": 2, "readable_first": 4}})
     r = s.retrieve
@@ -96,6 +132,9 @@ def test_expansion_and_readable_options_are_validated() -> None:
         parse_config({"retrieval": {"expand_weight": -1}})
     with pytest.raises(ConfigError, match=r"retrieval\.readable_first"):
         parse_config({"retrieval": {"readable_first": -1}})
+    assert parse_config({}).retrieve.readable_text == "words"
+    with pytest.raises(ConfigError, match=r"retrieval\.readable_text"):
+        parse_config({"retrieval": {"readable_text": "all"}})
 
 
 def test_expansion_only_from_hits_holding_a_query_word(tmp_path: Path) -> None:
@@ -213,7 +252,7 @@ def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
     }
     ranked = [(k, 1.0) for k in texts]
     retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
-    p = RetrieveParams(budget_tokens=26, limit=50, readable_first=0, tail_after=1, tail_rate=0.2)
+    p = RetrieveParams(budget_tokens=23, limit=50, readable_first=0, tail_after=1, tail_rate=0.2)
     whole = retriever._pack_once(ranked, replace(p, tail_rate=1.0), "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
     cut = retriever._pack_once(ranked, p, "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
     assert len(cut) < len(whole)  # the case: cutting alone would lose memories
@@ -389,3 +428,26 @@ def test_a_vocabulary_is_checked_for_changes_at_most_every_recheck_s(tmp_path: P
         assert found() == ["guitar"]  # not looked at again yet
         now[0] = 2.5
         assert set(found()) == {"guitar", "drums"}
+
+
+def test_a_budget_holds_the_whole_contexts_estimate_not_each_lines_rounded_up() -> None:
+    # "Ana: one two three" is 4 words, 5.2 tokens: rounded up per line (6), five of them
+    # and the date header (3.9) would not fit 30 tokens; their whole context does (29.9)
+    when = datetime(2023, 6, 9, tzinfo=UTC)
+    entries = {
+        k: MemoryEntry(
+            id=k,
+            text=f"{k} two three",
+            original_text="",
+            scope=Scope(),
+            timestamp=when,
+            speaker_name="Ana",
+        )
+        for k in ("one", "uno", "eins", "un", "jeden", "ichi")
+    }
+    retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    p = RetrieveParams(budget_tokens=30, limit=50, readable_first=0, tail_rate=1.0)
+    packed = retriever._pack([(k, 1.0) for k in entries], p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    assert len(packed) == 5
+    context = format_context(packed)
+    assert sum(r.tokens for r in packed) == estimate_tokens(context) == 30

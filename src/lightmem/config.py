@@ -20,7 +20,7 @@ from lightmem.pipeline.compress import (
     LLMLingua2Compressor,
     NoCompressor,
 )
-from lightmem.pipeline.retrieve import CONTEXT_TEXTS, RetrieveParams
+from lightmem.pipeline.retrieve import CONTEXT_TEXTS, READABLE_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
 from lightmem.store.base import MemoryStore
 from lightmem.store.values import DEFAULT_EF_SEARCH
@@ -234,6 +234,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         sentence_words=rv.get_int("sentence_words", d.sentence_words, 3, 10_000),
         readable_first=rv.get_int("readable_first", d.readable_first, 0, 10_000),
         readable_share=rv.get_float("readable_share", d.readable_share, 0.0, 1.0),
+        readable_text=rv.get_choice("readable_text", d.readable_text, READABLE_TEXTS),  # type: ignore[arg-type]
         expand_weight=rv.get_float("expand_weight", d.expand_weight, 0.0, 100.0),
         expand_hits=rv.get_int("expand_hits", d.expand_hits, 1, 1000),
         near_weight=rv.get_float("near_weight", d.near_weight, 0.0, 100.0),

@@ -27,6 +27,7 @@ __all__ = [
     "fence",
     "fence_lines",
     "inline",
+    "line_speaker",
     "token",
 ]
 
@@ -104,6 +105,18 @@ def token(value: str, *, spaces: bool = False) -> str:
     pattern = _BARE_NAME if spaces else _BARE_TOKEN
     if pattern.fullmatch(value):
         return value
+    return _quoted(value)
+
+
+def line_speaker(name: str) -> str:
+    """A speaker's name where it opens a line of context ("Maya: likes tea"): :func:`token`
+    with spaces, and quoted too when it starts like a bullet or a date header ("- Bank",
+    "[1 Jan 2020]"), which is what a line starting with it would otherwise read as."""
+    bare = token(name, spaces=True)
+    return _quoted(name) if bare.startswith(("-", "[")) else bare
+
+
+def _quoted(value: str) -> str:
     return (
         json.dumps(inline(value), ensure_ascii=False)
         .replace("<", "\\u003c")

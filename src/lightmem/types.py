@@ -167,8 +167,9 @@ def _when(value: str | None) -> datetime | None:
 class RetrievalResult:
     """One retrieved memory with its fused relevance score (higher is better).
 
-    For an event (StructMem), ``related`` holds the facts bound to it; ``tokens`` counts
-    the event and its facts as they appear in the formatted context."""
+    For an event (StructMem), ``related`` holds the facts bound to it. ``tokens``: the
+    estimated tokens this result adds to the formatted context (its line, its facts' lines
+    and a new date header), so a packing's results sum to the whole context's estimate."""
 
     entry: MemoryEntry
     score: float

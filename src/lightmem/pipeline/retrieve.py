@@ -15,10 +15,10 @@ from lightmem.pipeline.expand import expansion_terms, named_speakers, without_po
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.side_by_side import Search, run_both
-from lightmem.sanitize import inline, token
+from lightmem.sanitize import inline, line_speaker, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
-from lightmem.text import content_terms, estimate_tokens
+from lightmem.text import content_terms, estimate_tokens, token_weight, whole_tokens
 from lightmem.timeparse import format_date
 from lightmem.types import (
     EntryKind,
@@ -31,6 +31,8 @@ from lightmem.types import (
 
 ContextText = Literal["stored", "sentences"]
 CONTEXT_TEXTS: tuple[ContextText, ...] = ("stored", "sentences")
+ReadableText = Literal["words", "sentences"]
+READABLE_TEXTS: tuple[ReadableText, ...] = ("words", "sentences")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +60,18 @@ class RetrieveParams:
     #: (see :mod:`lightmem.pipeline.extractive`).
     context_text: ContextText = "stored"
     sentence_words: int = 40
-    #: within a token budget, those of the best ``readable_first`` memories packed that
-    #: hold a (stemmed) query word show the sentences of their original text most about
-    #: the query (up to ``sentence_words`` words) whatever ``context_text`` says, while
-    #: what that adds over their stored text stays within ``readable_share`` of the
-    #: budget: the answer is usually among the first few, and compressed text drops words
-    #: of it; the rest keep the shorter stored text, so the budget still holds many
-    #: memories. Without a budget nothing changes.
-    readable_first: int = 5
-    readable_share: float = 0.1
+    #: within a token budget, the best ``readable_first`` memories packed show more of
+    #: their original text than the stored (pre-compressed) text holds, while what that
+    #: adds stays within ``readable_share`` of the budget: the answer is usually among the
+    #: first few, and compressed text drops words of it; the rest keep the shorter stored
+    #: text, so the budget still holds many memories. ``readable_text``: "words", every
+    #: word of the original but stopwords, in order (only where that is longer than the
+    #: stored text: an LLM-written fact stays as written); "sentences", for those holding
+    #: a (stemmed) query word, the sentences most about the query (up to
+    #: ``sentence_words`` words). Without a budget nothing changes.
+    readable_first: int = 15
+    readable_share: float = 0.15
+    readable_text: ReadableText = "words"
     #: weight of a second BM25 search for the query's words and those of its best
     #: ``expand_hits`` hits' stored text (0: off; see :mod:`lightmem.pipeline.expand`),
     #: fused after the first ``keep_first`` hits
@@ -87,21 +92,23 @@ class RetrieveParams:
     #: The answer is usually among the first few; the rest mostly add *which* other turns
     #: exist (a list question's other items), and a few words each let far more of them
     #: fit. Without a budget nothing changes.
-    tail_after: int = 10
+    tail_after: int = 12
     tail_rate: float = 0.2
 
 
 def format_line(entry: MemoryEntry) -> str:
-    """How one memory appears under its date header in prompt context: on one line, the
-    speaker as one token (quoted when it holds a colon, a quote or a line break), then the
-    time it speaks of when one was resolved, e.g. "(week of 29 May 2023)"."""
+    """How one memory appears under its date header in prompt context: on one line, opened
+    by its speaker as one token (quoted when it holds a colon, a quote or a line break, or
+    starts like a bullet or a header) or, without one, by a bullet ("- "), then the time
+    it speaks of when one was resolved, e.g. "(week of 29 May 2023)". A speaker's line
+    has no bullet: it would cost a token per memory and tell the reader nothing."""
     if entry.kind == "summary":
         return f"- (topic) {inline(entry.text)}"
     when = f" ({entry.event_time.label()})" if entry.event_time else ""  # resolved time
     if entry.kind == "event":
         return f"- (event) {inline(entry.text)}{when}"
-    who = f"{token(entry.speaker, spaces=True)}: " if entry.speaker else ""
-    return f"- {who}{inline(entry.text)}{when}{validity.label(entry)}"
+    lead = f"{line_speaker(entry.speaker)}: " if entry.speaker else "- "
+    return f"{lead}{inline(entry.text)}{when}{validity.label(entry)}"
 
 
 def date_header(entry: MemoryEntry) -> str:
@@ -331,6 +338,8 @@ class Retriever:
         whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
         if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
             return whole  # (tail_missed also needs limit > tail_after)
+        if p.tail_rate <= 0:
+            raise ConfigError(f"retrieval.tail_rate: {p.tail_rate} is outside (0, 1]")
         cut, _ = self._pack_once(ranked, p, query, got)
         return cut if len(cut) >= len(whole) else whole
 
@@ -346,10 +355,9 @@ class Retriever:
         full = False
         out: list[RetrievalResult] = []
         shown = self._shown(query, p)
-        readable = self._shown(query, replace(p, context_text="sentences"))
-        qstems = set(self._stemmer.tokens(" ".join(content_terms(query))))
+        readable = self._readable(query, p)
         headers: set[str] = set()
-        used = more = 0  # tokens packed; of them, what readable text added
+        used, more = 0.0, 0  # token weight packed; tokens readable text added
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
@@ -362,25 +370,28 @@ class Retriever:
                 e, extra = shown(e), 0
                 if p.budget_tokens is not None:
                     packed = (p.budget_tokens, more)
-                    e, extra = self._within_budget(e, len(out), packed, p, qstems, readable)
+                    e, extra = self._within_budget(e, len(out), packed, p, readable)
                 header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
                     related = tuple(
                         self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0)
                     )
-                cost = estimate_tokens(format_line(e)) + sum(
-                    estimate_tokens(related_line(f)) for f in related
+                # Weights, not rounded tokens, add up: the budget holds the whole context's
+                # estimate, not the sum of each line's rounded-up one.
+                cost = token_weight(format_line(e)) + sum(
+                    token_weight(related_line(f)) for f in related
                 )
                 if header not in headers:
-                    cost += estimate_tokens(header)
-                if p.budget_tokens is not None and used + cost > p.budget_tokens:
+                    cost += token_weight(header)
+                if p.budget_tokens is not None and whole_tokens(used + cost) > p.budget_tokens:
                     full = full or len(out) >= p.tail_after
                     continue  # a shorter memory further down may still fit
+                tokens = whole_tokens(used + cost) - whole_tokens(used)
                 used += cost
                 more += extra
                 headers.add(header)
-                out.append(RetrievalResult(entry=e, score=score, tokens=cost, related=related))
+                out.append(RetrievalResult(entry=e, score=score, tokens=tokens, related=related))
                 if len(out) >= p.limit:
                     return out, full
         return out, full
@@ -391,18 +402,17 @@ class Retriever:
         rank: int,
         packed: tuple[int, int],
         p: RetrieveParams,
-        qstems: set[str],
-        readable: Callable[[MemoryEntry], MemoryEntry],
+        readable: Callable[[MemoryEntry], MemoryEntry | None],
     ) -> tuple[MemoryEntry, int]:
         """How the memory packed after ``rank`` others into a budget is shown, and the
         tokens its readable text adds (``packed``: the token budget, and what readable text
-        added to the memories packed so far). The best ``readable_first`` that hold a query
-        word: whole sentences while the additions stay within ``readable_share`` of the
-        budget. After the first ``tail_after``: the stored text cut to its rarest
-        ``tail_rate`` share of words, so more memories fit."""
+        added to the memories packed so far). The best ``readable_first``: their
+        ``readable`` text while the additions stay within ``readable_share`` of the budget.
+        After the first ``tail_after``: the stored text cut to its rarest ``tail_rate``
+        share of words, so more memories fit."""
         tokens, more = packed
-        if rank < p.readable_first and qstems.intersection(self._stemmer.tokens(e.original_text)):
-            whole = readable(e)
+        whole = readable(e) if rank < p.readable_first else None
+        if whole is not None:
             extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
             if more + extra <= p.readable_share * tokens:
                 return whole, extra
@@ -411,10 +421,9 @@ class Retriever:
         return e, 0
 
     def _cut(self, rate: float, text: str) -> str:
-        """``text`` cut for the tail at ``rate``, remembered: a budget looks at a few hundred
-        candidates per query, mostly the same memories query after query."""
-        if not 0 < rate <= 1:
-            raise ConfigError(f"retrieval.tail_rate: {rate} is outside (0, 1]")
+        """``text`` cut to its rarest ``rate`` share of words (stopwords never), remembered:
+        a budget looks at a few hundred candidates per query, mostly the same memories
+        query after query."""
         key = (rate, text)
         cut = self._cuts.get(key)
         if cut is None:
@@ -424,6 +433,30 @@ class Retriever:
                 self._cuts.clear()
             cut = self._cuts[key] = self._tails[rate].cut(text)
         return cut
+
+    def _readable(
+        self, query: str, p: RetrieveParams
+    ) -> Callable[[MemoryEntry], MemoryEntry | None]:
+        """How one of the best memories packed shows more of its original text (None: it
+        stays as stored)."""
+        if p.readable_text == "sentences":
+            shown = self._shown(query, replace(p, context_text="sentences"))
+            qstems = set(self._stemmer.tokens(" ".join(content_terms(query))))
+
+            def sentences(e: MemoryEntry) -> MemoryEntry | None:
+                held = qstems.intersection(self._stemmer.tokens(e.original_text))
+                return shown(e) if held else None
+
+            return sentences
+
+        def words(e: MemoryEntry) -> MemoryEntry | None:
+            if e.kind != "entry" or not e.original_text:
+                return None
+            text = self._cut(1.0, e.original_text)
+            longer = estimate_tokens(text) > estimate_tokens(e.text)
+            return replace(e, text=text) if longer else None
+
+        return words
 
     def _shown(self, query: str, p: RetrieveParams) -> Callable[[MemoryEntry], MemoryEntry]:
         """How an entry appears in the context (and is counted against the budget)."""
