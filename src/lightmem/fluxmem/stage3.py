@@ -136,7 +136,11 @@ class Stage3:
         bad = [list(e.data.get("trajectory", [])) for e in members if not e.data.get("success")]
         runs = [r for e in wins if (r := episode_run(e)) is not None]
         slots: dict[str, Any] = {}
-        if runs and len(runs) == len(wins):
+        # Induced from what the runs showed: replays say which of its steps failed, slotted
+        # or not (a skill of constant steps, "move south, take coin", is refined by replay
+        # like any other; the reasoner's refine only sees trajectories).
+        from_runs = bool(runs) and len(runs) == len(wins)
+        if from_runs:
             steps, slots = induce(runs)
         else:
             steps = self.reasoner.induce(good)
@@ -149,14 +153,18 @@ class Stage3:
         replays: list[tuple[bool, StepResult | None]] = []
         tasks = [str(m.data.get("task", "")) for m in members]
         kept: set[str] = set()  # constant steps a replay without them showed are needed
+        revisions: set[tuple[str, ...]] = set()  # revised drafts already replayed
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
-            # A step put back or found unneeded this round: not settled yet.
-            expanded = dropped = False
-            if rnd and slots and replays:
+            # A step put back, revised or found unneeded this round: not settled yet.
+            expanded = revised = dropped = False
+            if rnd and from_runs and replays:
                 pruned = _prune_by_replay(steps, slots, replays, tasks)
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _expand_by_replay(steps, slots, runs, replays, tasks, replay_fn)
                     expanded = pruned[0] != steps
+                if pruned == (steps, slots) and replay_fn is not None:
+                    pruned = _revise_by_replay(steps, slots, replays, tasks, replay_fn, revisions)
+                    revised = pruned != (steps, slots)
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _drop_unneeded(steps, slots, replays, tasks, replay_fn, kept)
                     dropped = pruned[0] != steps
@@ -176,7 +184,7 @@ class Stage3:
             found.steps, found.slots, found.vec, found.eta = steps, slots, vec, eta
             prev_vec = vec
             c = found.curve
-            changed = expanded or dropped
+            changed = expanded or revised or dropped
             if not changed and len(c) >= 2 and abs(c[-1] - c[-2]) < self.cfg.pems_threshold:
                 found.graduated = replay_fn is not None and eta >= GRADUATE_ETA
                 break
@@ -364,23 +372,93 @@ def _prune_by_replay(
     used_ok: set[str] = set()
     blamed: set[str] = set()
     ended_ok: set[str] = set()
-    for i, (ok, res) in enumerate(replays):
-        task = tasks[i] if i < len(tasks) else ""
-        if res is None or len(res.observations) != len(res.actions) or not res.actions:
-            continue
-        acts, obs = list(res.actions), list(res.observations)
-        docs = list(res.reads) if len(res.reads) == len(acts) else obs
-        for k, act in enumerate(acts):
-            reads = [task, *(d for d in docs[:k] if d)]
-            now = "\n".join([task, *obs[:k]])
-            hit = [s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)]
-            if ok:
-                used_ok.update(hit)
-            if k == len(acts) - 1:
-                (ended_ok if ok else blamed).update(hit[:1])
+    for ok, hits in _steps_used(steps, slots, replays, tasks):
+        if ok:
+            used_ok.update(s for hit in hits for s in hit)
+        if hits:
+            (ended_ok if ok else blamed).update(hits[-1][:1])
     keep = [
         s
         for s in steps
         if not (s in blamed and s not in ended_ok) and (not used_ok or s in used_ok)
     ]
     return keep, {s: slots[s] for s in keep if s in slots}
+
+
+def _steps_used(
+    steps: Sequence[str],
+    slots: dict[str, Any],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str],
+) -> list[tuple[bool, list[list[str]]]]:
+    """Per replay that shows what it did, its success and, for each action it took, the
+    steps that bind to it, as the player bound them: with the task text first among what
+    it had read (``tasks``, in the order of ``replays``) and all it had seen before."""
+    out = []
+    for i, (ok, res) in enumerate(replays):
+        task = tasks[i] if i < len(tasks) else ""
+        if res is None or len(res.observations) != len(res.actions) or not res.actions:
+            continue
+        acts, obs = list(res.actions), list(res.observations)
+        docs = list(res.reads) if len(res.reads) == len(acts) else obs
+        hits = []
+        for k, act in enumerate(acts):
+            reads = [task, *(d for d in docs[:k] if d)]
+            now = "\n".join([task, *obs[:k]])
+            hits.append([s for s in steps if bind(s, slots.get(s, {}), [act], reads, now)])
+        out.append((ok, hits))
+    return out
+
+
+def _revise_by_replay(
+    steps: list[str],
+    slots: dict[str, Any],
+    replays: Sequence[tuple[bool, StepResult | None]],
+    tasks: Sequence[str],
+    replay_fn: ReplayFn,
+    tried: set[tuple[str, ...]],
+) -> tuple[list[str], dict[str, Any]]:
+    """Where replays fail, the skill with one step the failing replays took revised: a
+    constant step made a slot of what is in view ("open cutlery drawer" -> "open
+    <seen1>": the knife's drawer is a cupboard in other kitchens), or the step dropped (a
+    remembered "move south" that led back where the search had come from). The best
+    revision is kept if some replay wins and replays say it is no worse: more of them
+    succeed, or as many in fewer turns, or as many in as many turns with fewer steps.
+    Unchanged if none is;
+    ``tried`` keeps the drafts already replayed, so each is replayed once."""
+    if all(ok for ok, _ in replays):
+        return steps, slots
+    used = [
+        s
+        for ok, hits in _steps_used(steps, slots, replays, tasks)
+        if not ok
+        for h in hits
+        for s in h
+    ]
+    best, best_key = (steps, slots), (*_cost(replays), -len(steps))
+    for step in dict.fromkeys(used):
+        for trial in _revisions(step, steps, slots):
+            if tuple(trial[0]) in tried or not trial[0]:
+                continue
+            tried.add(tuple(trial[0]))
+            cost = _cost([_replayed(replay_fn(SkillDraft(*trial), t)) for t in tasks])
+            # A draft no replay wins says nothing of which steps work: never kept.
+            if cost[0] > 0 and (*cost, -len(trial[0])) > best_key:
+                best, best_key = trial, (*cost, -len(trial[0]))
+    return best
+
+
+def _revisions(
+    step: str, steps: list[str], slots: dict[str, Any]
+) -> list[tuple[list[str], dict[str, Any]]]:
+    """``steps`` without ``step`` and, for a constant step of more than one word, with it
+    made "<verb> <seen1>" (whatever in view the verb applies to)."""
+    dropped = [s for s in steps if s != step]
+    out = [(dropped, {s: slots[s] for s in dropped if s in slots})]
+    verb, _, rest = step.partition(" ")
+    if rest and "<" not in step:
+        wide = f"{verb} <seen1>"
+        revised = list(dict.fromkeys(wide if s == step else s for s in steps))
+        rules = {**slots, wide: slots.get(wide, {"seen1": {"fill": "seen"}})}
+        out.append((revised, {s: rules[s] for s in revised if s in rules}))
+    return out
