@@ -17,7 +17,7 @@ from lightmem.pipeline import neighbours
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
-from lightmem.text import estimate_tokens
+from lightmem.text import MEANING_STOPWORDS, estimate_tokens
 from lightmem.types import MemoryEntry, Scope
 
 _TURNS = [
@@ -122,6 +122,25 @@ def test_best_memories_show_every_word_but_stopwords(tmp_path: Path) -> None:
     # stored text that holds every word (no pre-compression, or an LLM-written fact)
     # is never replaced by a shorter one
     assert shown(200, pre_compress=False)[0] == "My sister Priya moved to Lisbon last spring."
+
+
+def test_readable_words_keep_the_stopwords_that_say_something(tmp_path: Path) -> None:
+    turn = "Honestly I gave up smoking only after the move to Lisbon."
+    cut = EntropyCompressor(1.0).cut
+    assert cut(turn) == "Honestly gave smoking move Lisbon"
+    assert cut(turn, MEANING_STOPWORDS) == "Honestly gave up smoking only after move Lisbon"
+    cfg = {
+        "store": {"path": str(tmp_path / "m.db")},
+        "retrieval": {"readable_first": 1, "readable_share": 1.0, "keep_first": 0},
+        "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
+    }
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(
+            {"speaker_name": "Ana", "content": turn, "timestamp": "2024-03-02T09:00"},
+            force_extract=True,
+        )
+        (hit,) = mem.retrieve("When did Ana quit smoking?", limit=5, budget_tokens=100)
+    assert hit.text == "Honestly gave up smoking only after move Lisbon"
 
 
 def test_expansion_and_readable_options_are_validated() -> None:

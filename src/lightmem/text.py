@@ -8,6 +8,7 @@ from lightmem import lang
 from lightmem.lang import WORD_RE
 
 __all__ = [
+    "MEANING_STOPWORDS",
     "NEGATIONS",
     "QUANTITIES",
     "STOPWORDS",
@@ -33,6 +34,14 @@ STOPWORDS: frozenset[str] = frozenset(
     will with would you your yours yourself yourselves oh hey hi wow yeah ok okay um uh hmm also
     really i'm it's that's i've i'll i'd you're you've we're they're
     """.split()
+)
+
+#: Stopwords that still say something in a line of keywords: particles and prepositions of
+#: direction and time ("gave up", "reached out", "before the move"), degree and quantity
+#: ("only", "more", "too", "own"). Search ignores them; readable text keeps them.
+MEANING_STOPWORDS: frozenset[str] = frozenset(
+    "up down out off over under about against before after above below again own more most "
+    "few some each other same too very only".split()
 )
 
 NEGATIONS: frozenset[str] = frozenset(

@@ -102,7 +102,7 @@ class EntropyCompressor:
         keep_n = max(1, math.ceil(self.rate * len(toks)))
         return self._keep(toks, forced, max(0, keep_n - sum(forced)))
 
-    def cut(self, text: str) -> str:
+    def cut(self, text: str, keep: frozenset[str] = frozenset()) -> str:
         """Shorten a memory's stored text to its names, numbers and negations and the
         rarest ``rate`` share (at least two) of its other words. Words are what whitespace
         separates, without the punctuation at their edges, so "2023-06-09", "$1,250" and
@@ -111,11 +111,12 @@ class EntropyCompressor:
         use up the share: "10 days fencing no" keeps "fencing". Two words at least, since
         a line that short saves little and one word alone loses what it was about
         ("stopped pottery chess" -> "pottery"). Text it cannot shorten (scripts other than
-        English, nothing left, no fewer tokens) comes back as it was."""
+        English, nothing left, no fewer tokens) comes back as it was. Words in ``keep``
+        (lower-cased) are kept like names."""
         words = [w for w in (_EDGE.sub("", piece) for piece in text.split()) if w]
         if L.detect(text) != "en" or not words:
             return text
-        forced = [_forced(w, False) for w in words]
+        forced = [_forced(w, False) or w.lower() in keep for w in words]
         others = len(words) - sum(forced)
         out = self._keep(words, forced, max(2, math.ceil(self.rate * others)))
         return out if out and estimate_tokens(out) < estimate_tokens(text) else text

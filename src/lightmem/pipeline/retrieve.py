@@ -18,7 +18,13 @@ from lightmem.pipeline.side_by_side import Search, run_both
 from lightmem.sanitize import inline, line_speaker, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
-from lightmem.text import content_terms, estimate_tokens, token_weight, whole_tokens
+from lightmem.text import (
+    MEANING_STOPWORDS,
+    content_terms,
+    estimate_tokens,
+    token_weight,
+    whole_tokens,
+)
 from lightmem.timeparse import format_date
 from lightmem.types import (
     EntryKind,
@@ -65,8 +71,9 @@ class RetrieveParams:
     #: adds stays within ``readable_share`` of the budget: the answer is usually among the
     #: first few, and compressed text drops words of it; the rest keep the shorter stored
     #: text, so the budget still holds many memories. ``readable_text``: "words", every
-    #: word of the original but stopwords, in order (only where that is longer than the
-    #: stored text: an LLM-written fact stays as written); "sentences", for those holding
+    #: word of the original but stopwords (those saying something in keywords kept:
+    #: :data:`~lightmem.text.MEANING_STOPWORDS`), in order, only where that is longer
+    #: than the stored text (an LLM-written fact stays as written); "sentences", for those holding
     #: a (stemmed) query word, the sentences most about the query (up to
     #: ``sentence_words`` words). Without a budget nothing changes.
     readable_first: int = 15
@@ -166,7 +173,7 @@ class Retriever:
         self._embedder = embedder
         self._stemmer = Stemmer()
         self._tails: dict[float, EntropyCompressor] = {}
-        self._cuts: dict[tuple[float, str], str] = {}
+        self._cuts: dict[tuple[float, frozenset[str], str], str] = {}
         self._near = NearWords(embedder)
 
     def retrieve(
@@ -420,18 +427,18 @@ class Retriever:
             return replace(e, text=self._cut(p.tail_rate, e.text)), 0
         return e, 0
 
-    def _cut(self, rate: float, text: str) -> str:
-        """``text`` cut to its rarest ``rate`` share of words (stopwords never), remembered:
-        a budget looks at a few hundred candidates per query, mostly the same memories
-        query after query."""
-        key = (rate, text)
+    def _cut(self, rate: float, text: str, keep: frozenset[str] = frozenset()) -> str:
+        """``text`` cut to its rarest ``rate`` share of words (stopwords never, but those in
+        ``keep``), remembered: a budget looks at a few hundred candidates per query, mostly
+        the same memories query after query."""
+        key = (rate, keep, text)
         cut = self._cuts.get(key)
         if cut is None:
             if rate not in self._tails:  # one per rate: it caches word scores
                 self._tails[rate] = EntropyCompressor(rate)
             if len(self._cuts) >= _KEEP_CUTS:
                 self._cuts.clear()
-            cut = self._cuts[key] = self._tails[rate].cut(text)
+            cut = self._cuts[key] = self._tails[rate].cut(text, keep)
         return cut
 
     def _readable(
@@ -452,7 +459,7 @@ class Retriever:
         def words(e: MemoryEntry) -> MemoryEntry | None:
             if e.kind != "entry" or not e.original_text:
                 return None
-            text = self._cut(1.0, e.original_text)
+            text = self._cut(1.0, e.original_text, MEANING_STOPWORDS)
             longer = estimate_tokens(text) > estimate_tokens(e.text)
             return replace(e, text=text) if longer else None
 
