@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,11 @@ def test_mature_skill_runs_without_stage1_search_and_falls_back_when_it_fails(
         assert outcome.success and outcome.attempts == 1
         assert "<skill " in contexts[0] and "<fact " not in contexts[0]
         assert after.get("fluxmem.stage1", 0) == before.get("fluxmem.stage1", 0)  # no search
+        # the skill's own subgraph: the episodes it was distilled from, read along its edges
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+        sources = set(skill.data["source_episodes"])
+        shown = set(re.findall(r'<episode id="([^"]+)"', contexts[0]))
+        assert shown and shown <= sources
         contexts.clear()
         outcome = agent.run_task(
             f"{TASK} (tuna)", lambda c: contexts.append(c) or StepResult(0, "failed", False)

@@ -192,7 +192,8 @@ class TaskFlow:
     def mature_subgraph(self, task: str, scope: Scope) -> Subgraph | None:
         """Of the graduated skills whose source tasks are like ``task`` (similarity at
         least ``mature_similarity``), the one with the best replay record (eta), then the
-        most similar, as a subgraph of that skill alone; None if there is none."""
+        most similar, with its own subgraph (:meth:`skill_subgraph`); None if there is
+        none."""
         if self.config.mature_similarity <= 0:
             return None
         grads = [
@@ -218,9 +219,43 @@ class TaskFlow:
 
         best = max(near, key=record)
         sim = sims[best.id]
+        semantic, episodic = self.skill_subgraph(best, scope)
         return Subgraph(
-            task, (), (), (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),)
+            task,
+            semantic,
+            episodic,
+            (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),),
         )
+
+    def skill_subgraph(
+        self, skill: Node, scope: Scope
+    ) -> tuple[tuple[ScoredNode, ...], tuple[ScoredNode, ...]]:
+        """A skill's own subgraph, read along its edges with no search: the episodes it was
+        distilled from (those that followed it most closely first, ``top_k_episodic``) and
+        the facts they grounded (by total ground weight, ``top_k_semantic``). Activating
+        a mature skill shows what its episodes met (where things were), not the skill
+        alone."""
+        cfg = self.config
+        distilled = sorted(
+            self.graph.edges("distill", dst=[skill.id], scope=scope), key=lambda e: -e.weight
+        )[: cfg.top_k_episodic]
+        grounded: dict[str, float] = {}
+        for e in self.graph.edges("ground", dst=[e.src for e in distilled], scope=scope):
+            grounded[e.src] = grounded.get(e.src, 0.0) + e.weight
+        facts = sorted((i for i in grounded if grounded[i] > 0), key=lambda i: -grounded[i])
+        facts = facts[: cfg.top_k_semantic]
+        nodes = self.graph.get_nodes([e.src for e in distilled] + facts)
+        episodic = tuple(
+            ScoredNode(nodes[e.src], e.weight, "distilled into the mature skill")
+            for e in distilled
+            if e.src in nodes
+        )
+        semantic = tuple(
+            ScoredNode(nodes[i], grounded[i], "grounded by its episodes")
+            for i in facts
+            if i in nodes
+        )
+        return semantic, episodic
 
     def _new_episode(self, task: str, scope: Scope) -> Node:
         node = Node(
