@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -110,10 +111,16 @@ def token(value: str, *, spaces: bool = False) -> str:
 
 def line_speaker(name: str) -> str:
     """A speaker's name where it opens a line of context ("Maya: likes tea"): :func:`token`
-    with spaces, and quoted too when it starts like a bullet or a date header ("- Bank",
-    "[1 Jan 2020]"), which is what a line starting with it would otherwise read as."""
+    with spaces, and quoted too unless it starts with a letter or a digit and holds no
+    invisible format character, so it cannot pass for a bullet ("- Bank", "• Bank"), a date
+    header ("[1 Jan 2020]", "\u200b[1 Jan 2020]") or a marker of the context's own
+    ("(event)"). A plain name can still read like a label ("QUESTION: ..."): prompts put the
+    context last (see :func:`lightmem.bench.qa_prompts.answer_messages`)."""
     bare = token(name, spaces=True)
-    return _quoted(name) if bare.startswith(("-", "[")) else bare
+    plain = bool(name) and unicodedata.category(name[0])[0] in "LN"
+    if plain and not any(unicodedata.category(c) == "Cf" for c in name):
+        return bare
+    return _quoted(name)
 
 
 def _quoted(value: str) -> str:

@@ -169,7 +169,9 @@ class RetrievalResult:
 
     For an event (StructMem), ``related`` holds the facts bound to it. ``tokens``: the
     estimated tokens this result adds to the formatted context (its line, its facts' lines
-    and a new date header), so a packing's results sum to the whole context's estimate."""
+    and a new date header), so a packing's results sum to the whole context's estimate:
+    each is its share of the running total rounded up, and a date header is charged to the
+    first result of that day packed, so a subset or another order sums differently."""
 
     entry: MemoryEntry
     score: float

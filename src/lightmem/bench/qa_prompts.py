@@ -7,7 +7,7 @@ from typing import Any
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE
 
-ANSWER_VERSION = "locomo_answer/1"
+ANSWER_VERSION = "locomo_answer/2"
 JUDGE_VERSION = "locomo_judge/1"
 
 ANSWER_SYSTEM = f"""You answer questions about a long conversation using only the memories
@@ -23,7 +23,9 @@ Answer with only a JSON object: {{"label": "CORRECT"}} or {{"label": "WRONG"}}""
 
 
 def answer_messages(question: str, context: str) -> list[ChatMessage]:
-    body = f"<data>\nMEMORIES:\n{context}\nQUESTION: {_flat(question)}\n</data>"
+    # The memories come last: no line of theirs (a speaker named "QUESTION") can pass for
+    # a part of the prompt that follows them.
+    body = f"<data>\nQUESTION: {_flat(question)}\nMEMORIES:\n{context}\n</data>"
     return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": body}]
 
 

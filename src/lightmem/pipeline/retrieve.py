@@ -73,7 +73,8 @@ class RetrieveParams:
     #: text, so the budget still holds many memories. ``readable_text``: "words", every
     #: word of the original but stopwords (those saying something in keywords kept:
     #: :data:`~lightmem.text.MEANING_STOPWORDS`), in order, only where that is longer
-    #: than the stored text (an LLM-written fact stays as written); "sentences", for those holding
+    #: than the stored text (an LLM-written fact stays as written; text in a language other
+    #: than English is shown whole, as the compressor cannot cut it); "sentences", for those holding
     #: a (stemmed) query word, the sentences most about the query (up to
     #: ``sentence_words`` words). Without a budget nothing changes.
     readable_first: int = 15
@@ -161,8 +162,10 @@ def _escape(text: str) -> str:
 _SEARCHED: tuple[EntryKind, ...] = ("entry", "event")
 #: Candidates whose speakers are matched against the names in a query.
 _PROBE = 50
-#: Tail texts remembered cut (see :meth:`Retriever._cut`).
+#: Texts remembered cut (see :meth:`Retriever._cut`), and the longest remembered: at most
+#: 100,000 texts of up to 2,000 characters whatever a tenant stores.
 _KEEP_CUTS = 100_000
+_CUT_CHARS = 2_000
 
 
 class Retriever:
@@ -364,7 +367,7 @@ class Retriever:
         shown = self._shown(query, p)
         readable = self._readable(query, p)
         headers: set[str] = set()
-        used, more = 0.0, 0  # token weight packed; tokens readable text added
+        used = more = 0.0  # token weight packed; of it, what readable text added
         # Entries are fetched a few at a time: most queries stop after `limit` of them.
         chunk = max(2 * p.limit, 16)
         for start in range(0, len(ranked), chunk):
@@ -374,30 +377,23 @@ class Retriever:
                 e = entries.get(eid)
                 if e is None:  # deleted between search and fetch
                     continue
-                e, extra = shown(e), 0
-                if p.budget_tokens is not None:
-                    packed = (p.budget_tokens, more)
-                    e, extra = self._within_budget(e, len(out), packed, p, readable)
-                header = date_header(e)
                 related: tuple[MemoryEntry, ...] = ()
                 if e.kind == "event":
                     related = tuple(
                         self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0)
                     )
-                # Weights, not rounded tokens, add up: the budget holds the whole context's
-                # estimate, not the sum of each line's rounded-up one.
-                cost = token_weight(format_line(e)) + sum(
-                    token_weight(related_line(f)) for f in related
-                )
-                if header not in headers:
-                    cost += token_weight(header)
-                if p.budget_tokens is not None and whole_tokens(used + cost) > p.budget_tokens:
+                options = [(shown(e), 0.0)]
+                if p.budget_tokens is not None:
+                    options = self._within_budget(shown(e), len(out), more, p, readable)
+                fit = _first_fit(options, related, headers, used, p.budget_tokens)
+                if fit is None:
                     full = full or len(out) >= p.tail_after
                     continue  # a shorter memory further down may still fit
+                e, extra, cost = fit
                 tokens = whole_tokens(used + cost) - whole_tokens(used)
                 used += cost
                 more += extra
-                headers.add(header)
+                headers.add(date_header(e))
                 out.append(RetrievalResult(entry=e, score=score, tokens=tokens, related=related))
                 if len(out) >= p.limit:
                     return out, full
@@ -407,35 +403,39 @@ class Retriever:
         self,
         e: MemoryEntry,
         rank: int,
-        packed: tuple[int, int],
+        more: float,
         p: RetrieveParams,
         readable: Callable[[MemoryEntry], MemoryEntry | None],
-    ) -> tuple[MemoryEntry, int]:
-        """How the memory packed after ``rank`` others into a budget is shown, and the
-        tokens its readable text adds (``packed``: the token budget, and what readable text
-        added to the memories packed so far). The best ``readable_first``: their
-        ``readable`` text while the additions stay within ``readable_share`` of the budget.
-        After the first ``tail_after``: the stored text cut to its rarest ``tail_rate``
-        share of words, so more memories fit."""
-        tokens, more = packed
+    ) -> list[tuple[MemoryEntry, float]]:
+        """How the memory packed after ``rank`` others into a budget may be shown, best
+        first, each with the token weight its readable text adds (``more``: what readable
+        text added to the memories packed so far). The best ``readable_first``: their
+        ``readable`` text while the additions stay within ``readable_share`` of the budget
+        (where this overlaps the tail, readable text comes first). Then the text it has
+        anyway, so a readable line that misses the budget does not drop the memory: after
+        the first ``tail_after``, the stored text cut to its rarest ``tail_rate`` share of
+        words, so more memories fit; before, the stored text."""
+        options: list[tuple[MemoryEntry, float]] = []
         whole = readable(e) if rank < p.readable_first else None
-        if whole is not None:
-            extra = estimate_tokens(format_line(whole)) - estimate_tokens(format_line(e))
-            if more + extra <= p.readable_share * tokens:
-                return whole, extra
+        if whole is not None and p.budget_tokens is not None:
+            extra = token_weight(format_line(whole)) - token_weight(format_line(e))
+            if more + extra <= p.readable_share * p.budget_tokens:
+                options.append((whole, extra))
         if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
-            return replace(e, text=self._cut(p.tail_rate, e.text)), 0
-        return e, 0
+            return [*options, (replace(e, text=self._cut(p.tail_rate, e.text)), 0.0)]
+        return [*options, (e, 0.0)]
 
     def _cut(self, rate: float, text: str, keep: frozenset[str] = frozenset()) -> str:
         """``text`` cut to its rarest ``rate`` share of words (stopwords never, but those in
         ``keep``), remembered: a budget looks at a few hundred candidates per query, mostly
         the same memories query after query."""
+        if rate not in self._tails:  # one per rate: it caches word scores
+            self._tails[rate] = EntropyCompressor(rate)
+        if len(text) > _CUT_CHARS:  # rare, and not worth holding in memory
+            return self._tails[rate].cut(text, keep)
         key = (rate, keep, text)
         cut = self._cuts.get(key)
         if cut is None:
-            if rate not in self._tails:  # one per rate: it caches word scores
-                self._tails[rate] = EntropyCompressor(rate)
             if len(self._cuts) >= _KEEP_CUTS:
                 self._cuts.clear()
             cut = self._cuts[key] = self._tails[rate].cut(text, keep)
@@ -479,6 +479,27 @@ class Retriever:
             return replace(e, text=text)
 
         return sentences
+
+
+def _first_fit(
+    options: Sequence[tuple[MemoryEntry, float]],
+    related: Sequence[MemoryEntry],
+    headers: set[str],
+    used: float,
+    budget: int | None,
+) -> tuple[MemoryEntry, float, float] | None:
+    """The first way of showing a memory (with its readable extra) that fits the budget
+    after ``used``, and its token weight: its line, its facts' lines and its date header
+    unless one is packed already. Weights, not rounded tokens, add up: the budget holds the
+    whole context's estimate, not the sum of each line's rounded-up one."""
+    rest = sum(token_weight(related_line(f)) for f in related)
+    for e, extra in options:
+        cost = token_weight(format_line(e)) + rest
+        if date_header(e) not in headers:
+            cost += token_weight(date_header(e))
+        if budget is None or whole_tokens(used + cost) <= budget:
+            return e, extra, cost
+    return None
 
 
 def behind_head(

@@ -45,8 +45,8 @@ class ScriptedLLM:
             hit = set(content_terms(gold)) & set(content_terms(said))
             return json.dumps({"label": "CORRECT" if hit else "WRONG"})
         if '{"answer": "..."}' in system:
-            shown = body.split("MEMORIES:\n", 1)[-1].split("\nQUESTION: ", 1)[0]
-            memories = [ln.strip(" -") for ln in shown.splitlines() if ln[:1] not in ("", "[")]
+            shown = body.split("\nMEMORIES:\n", 1)[-1].splitlines()
+            memories = [ln.strip(" -") for ln in shown if ln and not ln.startswith(("[", "  - "))]
             return json.dumps({"answer": memories[0] if memories else "unknown"})
         if '"summary": "..."}' in str(messages[0]["content"]):
             lines = [ln for ln in body.splitlines() if not ln.startswith("PREVIOUS: ")]
