@@ -22,6 +22,13 @@ from lightmem.pipeline.compress import (
 )
 from lightmem.pipeline.retrieve import CONTEXT_TEXTS, READABLE_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
+from lightmem.pipeline.token_count import (
+    TOKEN_COUNTERS,
+    TokenCounter,
+    WordEstimate,
+    cl100k_counter,
+    llama2_counter,
+)
 from lightmem.store.base import MemoryStore
 from lightmem.store.values import DEFAULT_EF_SEARCH
 
@@ -97,6 +104,8 @@ class Settings:
     embedder_api_key: str | None = None
     embedder_base_url: str | None = None
     retrieve: RetrieveParams = field(default_factory=RetrieveParams)
+    #: What a token budget counts (:mod:`lightmem.pipeline.token_count`).
+    token_counter: str = "words"
     update: str = "offline"
     extraction_mode: str = "flat"
     sensory_buffer_tokens: int = 512
@@ -244,6 +253,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         tail_after=rv.get_int("tail_after", d.tail_after, 0, 10_000),
         tail_rate=rv.get_float("tail_rate", d.tail_rate, 0.01, 1.0),
     )
+    s["token_counter"] = rv.get_choice("token_counter", "words", TOKEN_COUNTERS)
     rv.done()
     cr = root.section("context_retriever")
     cr.get_choice("model_name", "bm25", ("bm25", "BM25", "fts5"))
@@ -439,6 +449,15 @@ def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
         max_attempts=s.llm.max_attempts,
         json_repairs=s.llm.json_repairs,
     )
+
+
+def build_token_counter(s: Settings) -> TokenCounter:
+    """What ``retrieval.budget_tokens`` counts: the estimate, or a real tokenizer's tokens."""
+    if s.token_counter == "llama2":
+        return llama2_counter()
+    if s.token_counter == "cl100k":
+        return cl100k_counter()
+    return WordEstimate()
 
 
 def build_compressor(s: Settings) -> Compressor:

@@ -16,6 +16,7 @@ from lightmem.config import (
     build_embedder,
     build_llm,
     build_store,
+    build_token_counter,
     parse_config,
 )
 from lightmem.embed.base import Embedder
@@ -40,6 +41,7 @@ from lightmem.pipeline.summarize import (
     SummaryReport,
     summarize_windows,
 )
+from lightmem.pipeline.token_count import TokenCounter
 from lightmem.pipeline.update import (
     MAX_KEEP_TOP_N,
     MAX_TOP_K,
@@ -69,7 +71,8 @@ class LightMemory:
     """Long-term memory for an agent: add conversations, retrieve what matters.
 
     Backends are instances: pass a store, an embedder and optionally a compressor, memory
-    manager and updater, or build them all from a config dict with :meth:`from_config`.
+    manager, updater and token counter (what ``budget_tokens`` counts), or build them all
+    from a config dict with :meth:`from_config`.
     Every method takes an optional ``user_id`` / ``agent_id`` / ``run_id`` scope (what a
     read without ``user_id`` means: :mod:`lightmem.memory.scoping`). Added turns are
     searchable at once (:mod:`lightmem.pipeline.provisional`).
@@ -84,6 +87,7 @@ class LightMemory:
         memory_manager: MemoryManager | None = None,
         updater: Updater | None = None,
         settings: Settings | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         self.settings = settings or Settings()
         s = self.settings
@@ -95,7 +99,7 @@ class LightMemory:
         self.updater = updater or OfflineUpdater(embedder)
         store.bind_embedder(embedder.name, embedder.dim)
         self._ingestor = build.ingestor(store, embedder, self.compressor, self.memory_manager, s)
-        self._retriever = Retriever(store, embedder)
+        self._retriever = Retriever(store, embedder, token_counter)
         #: Held by writers (they share the pipeline's buffers); retrieval does not take it.
         self.write_lock = threading.RLock()
 
@@ -135,6 +139,7 @@ class LightMemory:
                 memory_manager=manager,
                 updater=updater,
                 settings=settings,
+                token_counter=build_token_counter(settings),
             )
         except BaseException:
             store.close()

