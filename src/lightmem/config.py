@@ -22,13 +22,7 @@ from lightmem.pipeline.compress import (
 )
 from lightmem.pipeline.retrieve import CONTEXT_TEXTS, READABLE_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
-from lightmem.pipeline.token_count import (
-    TOKEN_COUNTERS,
-    TokenCounter,
-    WordEstimate,
-    cl100k_counter,
-    llama2_counter,
-)
+from lightmem.pipeline.token_count import COUNTERS, TOKEN_COUNTERS, TokenCounter
 from lightmem.store.base import MemoryStore
 from lightmem.store.values import DEFAULT_EF_SEARCH
 
@@ -453,11 +447,13 @@ def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
 
 def build_token_counter(s: Settings) -> TokenCounter:
     """What ``retrieval.budget_tokens`` counts: the estimate, or a real tokenizer's tokens."""
-    if s.token_counter == "llama2":
-        return llama2_counter()
-    if s.token_counter == "cl100k":
-        return cl100k_counter()
-    return WordEstimate()
+    factory = COUNTERS.get(s.token_counter)
+    if factory is None:
+        raise ConfigError(
+            f"retrieval.token_counter: {s.token_counter!r} is not one of "
+            f"{', '.join(TOKEN_COUNTERS)}"
+        )
+    return factory()
 
 
 def build_compressor(s: Settings) -> Compressor:

@@ -168,10 +168,13 @@ class RetrievalResult:
     """One retrieved memory with its fused relevance score (higher is better).
 
     For an event (StructMem), ``related`` holds the facts bound to it. ``tokens``: the
-    estimated tokens this result adds to the formatted context (its line, its facts' lines
-    and a new date header), so a packing's results sum to the whole context's estimate:
-    each is its share of the running total rounded up, and a date header is charged to the
-    first result of that day packed, so a subset or another order sums differently."""
+    tokens (as the budget counts them, ``retrieval.token_counter``) this result adds to the
+    formatted context (its line, its facts' lines and a new date header). With the default
+    estimate a packing's results sum to the whole context's estimate: each is its share of
+    the running total rounded up, and a date header is charged to the first result of that
+    day packed, so a subset or another order sums differently. With a tokenizer they are
+    its counts of the lines, within a few tokens of the whole context's count, which is
+    what the budget is checked against."""
 
     entry: MemoryEntry
     score: float

@@ -129,7 +129,9 @@ class TaskFlow:
         if isinstance(reply, Crash):
             return True
         if reply.success:
-            for s in sub.semantic:
+            # A mature skill's facts are its own episodes' (no search chose them for this
+            # task): grounding them again would only reinforce what it showed.
+            for s in sub.semantic if state.phase != "mature" else ():
                 self.graph.add_edge(
                     Edge("ground", s.node.id, state.episode_id, 1.0), "served a success"
                 )
@@ -238,23 +240,26 @@ class TaskFlow:
         cfg = self.config
         distilled = sorted(
             self.graph.edges("distill", dst=[skill.id], scope=scope), key=lambda e: -e.weight
-        )[: cfg.top_k_episodic]
+        )
+        episodes = self.graph.get_nodes([e.src for e in distilled])
+        distilled = [e for e in distilled if e.src in episodes][: cfg.top_k_episodic]
         grounded: dict[str, float] = {}
         for e in self.graph.edges("ground", dst=[e.src for e in distilled], scope=scope):
             grounded[e.src] = grounded.get(e.src, 0.0) + e.weight
-        facts = sorted((i for i in grounded if grounded[i] > 0), key=lambda i: -grounded[i])
-        facts = facts[: cfg.top_k_semantic]
-        nodes = self.graph.get_nodes([e.src for e in distilled] + facts)
+        ranked = sorted((i for i in grounded if grounded[i] > 0), key=lambda i: -grounded[i])
+        facts = self.graph.get_nodes(ranked)
+        # Scores on Stage I's scales: an episode's is how closely it followed the skill
+        # (the distill weight, 0-1), a fact's the share of those episodes that grounded it.
+        n = len(distilled) or 1
         episodic = tuple(
-            ScoredNode(nodes[e.src], e.weight, "distilled into the mature skill")
+            ScoredNode(episodes[e.src], e.weight, "distilled into the mature skill")
             for e in distilled
-            if e.src in nodes
         )
         semantic = tuple(
-            ScoredNode(nodes[i], grounded[i], "grounded by its episodes")
-            for i in facts
-            if i in nodes
-        )
+            ScoredNode(facts[i], min(1.0, grounded[i] / n), "grounded by its episodes")
+            for i in ranked
+            if i in facts
+        )[: cfg.top_k_semantic]
         return semantic, episodic
 
     def _new_episode(self, task: str, scope: Scope) -> Node:

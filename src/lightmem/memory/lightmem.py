@@ -99,7 +99,7 @@ class LightMemory:
         self.updater = updater or OfflineUpdater(embedder)
         store.bind_embedder(embedder.name, embedder.dim)
         self._ingestor = build.ingestor(store, embedder, self.compressor, self.memory_manager, s)
-        self._retriever = Retriever(store, embedder, token_counter)
+        self._retriever = Retriever(store, embedder, token_counter or build_token_counter(s))
         #: Held by writers (they share the pipeline's buffers); retrieval does not take it.
         self.write_lock = threading.RLock()
 

@@ -345,18 +345,19 @@ class Retriever:
         if it holds at least as many memories (greedy packing with skips is not monotone:
         a long memory that now fits can crowd out several short ones)."""
         whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
+        whole = self._checked(whole, p)
         if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
-            return self._checked(whole, p)  # (tail_missed also needs limit > tail_after)
+            return whole  # (tail_missed also needs limit > tail_after)
         if p.tail_rate <= 0:
             raise ConfigError(f"retrieval.tail_rate: {p.tail_rate} is outside (0, 1]")
-        cut, _ = self._pack_once(ranked, p, query, got)
-        return self._checked(cut if len(cut) >= len(whole) else whole, p)
+        cut = self._checked(self._pack_once(ranked, p, query, got)[0], p)
+        return cut if len(cut) >= len(whole) else whole
 
     def _checked(self, out: list[RetrievalResult], p: RetrieveParams) -> list[RetrievalResult]:
         """``out`` without its last memories while the whole context it formats counts
         more than the budget: a real tokenizer's count of joined lines can differ from the
-        sum of theirs (the estimate's never does)."""
-        if p.budget_tokens is None:
+        sum of theirs (the estimate's never does: ``exact_sum``)."""
+        if p.budget_tokens is None or self._counter.exact_sum:
             return out
         while out and self._counter.count(format_context(out)) > p.budget_tokens:
             out = out[:-1]
@@ -428,7 +429,7 @@ class Retriever:
         whole = readable(e) if rank < p.readable_first else None
         if whole is not None and p.budget_tokens is not None:
             weight = self._counter.weight
-            extra = weight(format_line(whole)) - weight(format_line(e))
+            extra = weight(_escape(format_line(whole))) - weight(_escape(format_line(e)))
             if more + extra <= p.readable_share * p.budget_tokens:
                 options.append((whole, extra))
         if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
@@ -504,9 +505,10 @@ def _first_fit(
     rounded tokens, add up: the budget holds the whole context's count, not the sum of
     each line's rounded-up one."""
     used, budget = packed
-    rest = sum(counter.weight(related_line(f)) for f in related)
+    # the lines as the context writes them (escaped: "&lt;" is more tokens than "<")
+    rest = sum(counter.weight(_escape(related_line(f))) for f in related)
     for e, extra in options:
-        cost = counter.weight(format_line(e)) + rest
+        cost = counter.weight(_escape(format_line(e))) + rest
         if date_header(e) not in headers:
             cost += counter.weight(date_header(e))
         if budget is None or whole_tokens(used + cost) <= budget:

