@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +12,7 @@ import pytest
 
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
+from lightmem.types import MemoryEntry
 
 if TYPE_CHECKING:
     import httpx
@@ -173,3 +174,14 @@ def acme_rest(tmp_path: Path, timeout: float = 120) -> Iterator[tuple[httpx.Clie
     finally:
         keys.close()
         pool.close()
+
+
+class Entries:
+    """Candidates' entries by id, what a retriever's packing fetches (for tests that pack
+    a hand-made ranking without a store)."""
+
+    def __init__(self, entries: dict[str, MemoryEntry]) -> None:
+        self.entries = entries
+
+    def get(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        return {i: self.entries[i] for i in ids if i in self.entries}

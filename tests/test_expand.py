@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import Entries
 from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.embed.wordllama import WordLlamaEmbedder
@@ -246,16 +247,6 @@ def test_cutting_keeps_numbers_whole_and_never_lengthens() -> None:
     assert tail.cut("卡罗琳 喜欢 陶艺") == "卡罗琳 喜欢 陶艺"  # not English: as it was
 
 
-class _Entries:
-    """The candidates' entries by id (what packing fetches)."""
-
-    def __init__(self, entries: dict[str, MemoryEntry]) -> None:
-        self.entries = entries
-
-    def get(self, ids: list[str]) -> dict[str, MemoryEntry]:
-        return {i: self.entries[i] for i in ids if i in self.entries}
-
-
 def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
     # Cut, the long second memory fits and crowds out the short ones that fitted whole.
     when = datetime(2023, 6, 9, tzinfo=UTC)
@@ -273,10 +264,10 @@ def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
     ranked = [(k, 1.0) for k in texts]
     retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
     p = RetrieveParams(budget_tokens=23, limit=50, readable_first=0, tail_after=1, tail_rate=0.2)
-    whole = retriever._pack_once(ranked, replace(p, tail_rate=1.0), "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
-    cut = retriever._pack_once(ranked, p, "zzz", _Entries(entries))[0]  # type: ignore[arg-type]
+    whole = retriever._pack_once(ranked, replace(p, tail_rate=1.0), "zzz", Entries(entries))[0]  # type: ignore[arg-type]
+    cut = retriever._pack_once(ranked, p, "zzz", Entries(entries))[0]  # type: ignore[arg-type]
     assert len(cut) < len(whole)  # the case: cutting alone would lose memories
-    packed = retriever._pack(ranked, p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    packed = retriever._pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert [r.entry.id for r in packed] == [r.entry.id for r in whole]
 
 
@@ -467,7 +458,7 @@ def test_a_budget_holds_the_whole_contexts_estimate_not_each_lines_rounded_up() 
     }
     retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
     p = RetrieveParams(budget_tokens=30, limit=50, readable_first=0, tail_rate=1.0)
-    packed = retriever._pack([(k, 1.0) for k in entries], p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    packed = retriever._pack([(k, 1.0) for k in entries], p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert len(packed) == 5
     context = format_context(packed)
     assert sum(r.tokens for r in packed) == estimate_tokens(context) == 30
@@ -493,10 +484,10 @@ def test_a_readable_line_that_misses_the_budget_falls_back_to_the_stored_text() 
     retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
     ranked = [("a", 1.0), ("b", 0.9)]
     p = RetrieveParams(budget_tokens=80, readable_share=1.0)
-    roomy = retriever._pack(ranked, p, "dog", _Entries(entries))  # type: ignore[arg-type]
+    roomy = retriever._pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
     assert roomy[1].text.startswith("finally adopted rescue greyhound")  # readable, it fits
     # at 50 the readable line does not fit, the stored one does: the memory stays
     p = replace(p, budget_tokens=50)
-    tight = retriever._pack(ranked, p, "dog", _Entries(entries))  # type: ignore[arg-type]
+    tight = retriever._pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
     assert [r.text for r in tight] == [long, "adopted greyhound Biscuit"]
     assert sum(r.tokens for r in tight) == estimate_tokens(format_context(tight)) <= 50

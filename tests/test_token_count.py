@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import Entries
 from lightmem import LightMemory
 from lightmem.config import build_token_counter, parse_config
 from lightmem.embed.wordllama import WordLlamaEmbedder
@@ -108,14 +108,6 @@ def test_lines_counted_after_a_break_add_up_to_the_whole() -> None:
     assert sum(counter.weight(x) for x in lines) == counter.count("\n".join(lines)) + 1
 
 
-class _Entries:
-    def __init__(self, entries: dict[str, MemoryEntry]) -> None:
-        self.entries = entries
-
-    def get(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
-        return {i: self.entries[i] for i in ids if i in self.entries}
-
-
 def test_a_packing_its_tokenizer_counts_over_budget_loses_its_last_memories() -> None:
     # a tokenizer that counts a word once in a line after a break ("x\nline": one break)
     # but three times in a context of several lines: the lines' weights say all four
@@ -129,8 +121,8 @@ def test_a_packing_its_tokenizer_counts_over_budget_loses_its_last_memories() ->
     ranked = [(k, 1.0) for k in entries]
     p = RetrieveParams(budget_tokens=40, limit=10, readable_first=0)
     retriever = Retriever(store=None, embedder=None, counter=counter)  # type: ignore[arg-type]
-    packed = retriever._pack(ranked, p, "zzz", _Entries(entries))  # type: ignore[arg-type]
+    packed = retriever._pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert [r.id for r in packed] == ["p", "q", "r"]
     assert counter.count(format_context(packed)) == 36
     plain = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
-    assert len(plain._pack(ranked, p, "zzz", _Entries(entries))) == 4  # type: ignore[arg-type]
+    assert len(plain._pack(ranked, p, "zzz", Entries(entries))) == 4  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -289,6 +289,18 @@ def _replayed(out: bool | StepResult) -> tuple[bool, StepResult | None]:
     return bool(out), None
 
 
+def _replay_cost(
+    draft: SkillDraft, tasks: Sequence[str], replay_fn: ReplayFn
+) -> tuple[float, float]:
+    """:func:`_cost` of ``draft`` replayed on each of ``tasks``."""
+    return _cost([_replayed(replay_fn(draft, t)) for t in tasks])
+
+
+def _slots_of(steps: Sequence[str], slots: Mapping[str, Any]) -> dict[str, Any]:
+    """The slot rules of those ``steps`` that have some."""
+    return {s: slots[s] for s in steps if s in slots}
+
+
 def _cost(replays: Sequence[tuple[bool, StepResult | None]]) -> tuple[float, float]:
     """(replay success rate, minus the mean steps of the successful replays): higher is
     better."""
@@ -327,7 +339,7 @@ def _expand_by_replay(
         trial = [*steps[:at], step, *steps[at:]]
         trial_slots = {**slots, **({step: wide_slots[step]} if step in wide_slots else {})}
         draft = SkillDraft(trial, trial_slots)
-        cost = _cost([_replayed(replay_fn(draft, t)) for t in tasks])
+        cost = _replay_cost(draft, tasks, replay_fn)
         if cost[0] > best_cost[0]:
             best, best_cost = (trial, trial_slots), cost
     return best
@@ -352,7 +364,7 @@ def _drop_unneeded(
         if not trial:
             break
         draft = SkillDraft(trial, slots)
-        rate, steps_saved = _cost([_replayed(replay_fn(draft, t)) for t in tasks])
+        rate, steps_saved = _replay_cost(draft, tasks, replay_fn)
         if rate >= now[0] and steps_saved > now[1]:
             return trial, slots
         kept.add(step)
@@ -382,7 +394,7 @@ def _prune_by_replay(
         for s in steps
         if not (s in blamed and s not in ended_ok) and (not used_ok or s in used_ok)
     ]
-    return keep, {s: slots[s] for s in keep if s in slots}
+    return keep, _slots_of(keep, slots)
 
 
 def _steps_used(
@@ -441,7 +453,7 @@ def _revise_by_replay(
             if tuple(trial[0]) in tried or not trial[0]:
                 continue
             tried.add(tuple(trial[0]))
-            cost = _cost([_replayed(replay_fn(SkillDraft(*trial), t)) for t in tasks])
+            cost = _replay_cost(SkillDraft(*trial), tasks, replay_fn)
             # A draft no replay wins says nothing of which steps work: never kept.
             if cost[0] > 0 and (*cost, -len(trial[0])) > best_key:
                 best, best_key = trial, (*cost, -len(trial[0]))
@@ -454,11 +466,11 @@ def _revisions(
     """``steps`` without ``step`` and, for a constant step of more than one word, with it
     made "<verb> <seen1>" (whatever in view the verb applies to)."""
     dropped = [s for s in steps if s != step]
-    out = [(dropped, {s: slots[s] for s in dropped if s in slots})]
+    out = [(dropped, _slots_of(dropped, slots))]
     verb, _, rest = step.partition(" ")
     if rest and "<" not in step:
         wide = f"{verb} <seen1>"
         revised = list(dict.fromkeys(wide if s == step else s for s in steps))
         rules = {**slots, wide: slots.get(wide, {"seen1": {"fill": "seen"}})}
-        out.append((revised, {s: rules[s] for s in revised if s in rules}))
+        out.append((revised, _slots_of(revised, rules)))
     return out

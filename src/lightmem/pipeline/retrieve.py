@@ -138,7 +138,7 @@ def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) ->
         for r in rs:
             ids = ", ".join(token(i) for i in r.source_ids)
             cited = f" (source: {ids})" if cite and r.source_ids else ""
-            lines.append(_escape(format_line(r.entry) + cited))
+            lines.append(_context_line(r.entry) + _escape(cited))
             lines.extend(_escape(related_line(f)) for f in r.related)
     return "\n".join(lines)
 
@@ -146,6 +146,11 @@ def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) ->
 def related_line(fact: MemoryEntry) -> str:
     """A fact shown under its event."""
     return f"  - {inline(fact.text)}"
+
+
+def _context_line(entry: MemoryEntry) -> str:
+    """``format_line`` as the context writes it (escaped), which is what a budget weighs."""
+    return _escape(format_line(entry))
 
 
 def _escape(text: str) -> str:
@@ -392,9 +397,10 @@ class Retriever:
                     related = tuple(
                         self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0)
                     )
-                options = [(shown(e), 0.0)]
+                e = shown(e)
+                options = [(e, 0.0)]
                 if p.budget_tokens is not None:
-                    options = self._within_budget(shown(e), len(out), more, p, readable)
+                    options = self._within_budget(e, len(out), more, p, readable)
                 fit = _first_fit(options, related, headers, (used, p.budget_tokens), self._counter)
                 if fit is None:
                     full = full or len(out) >= p.tail_after
@@ -429,7 +435,7 @@ class Retriever:
         whole = readable(e) if rank < p.readable_first else None
         if whole is not None and p.budget_tokens is not None:
             weight = self._counter.weight
-            extra = weight(_escape(format_line(whole))) - weight(_escape(format_line(e)))
+            extra = weight(_context_line(whole)) - weight(_context_line(e))
             if more + extra <= p.readable_share * p.budget_tokens:
                 options.append((whole, extra))
         if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
@@ -508,7 +514,7 @@ def _first_fit(
     # the lines as the context writes them (escaped: "&lt;" is more tokens than "<")
     rest = sum(counter.weight(_escape(related_line(f))) for f in related)
     for e, extra in options:
-        cost = counter.weight(_escape(format_line(e))) + rest
+        cost = counter.weight(_context_line(e)) + rest
         if date_header(e) not in headers:
             cost += counter.weight(date_header(e))
         if budget is None or whole_tokens(used + cost) <= budget:
