@@ -58,6 +58,27 @@ def test_offline_extraction_resolves_time_and_keeps_the_text(
         assert history[0].after["event_time"]["phrase"] == "yesterday"
 
 
+def test_the_context_writes_relative_weeks_and_weekdays_as_said(
+    store_config: dict[str, Any],
+) -> None:
+    june_9 = "7:55 pm on 9 June, 2023"
+    turns = [
+        {"id": "w", "content": "My school talk last week went great.", "speaker_name": "Caroline",
+         "timestamp": june_9},
+        {"id": "f", "content": "I ran a charity race last Friday.", "speaker_name": "Mel",
+         "timestamp": june_9},
+    ]  # fmt: skip
+    with LightMemory.from_config({"store": store_config}) as mem:
+        mem.add_memory(turns, force_extract=True)
+        got = _entries(mem)
+        assert got["w"].event_time is not None and got["w"].event_time.unit == "week"
+        context = mem.format_context(mem.retrieve("school talk charity race", limit=5))
+        assert "Caroline: " in context and "(week before 9 June 2023)" in context
+        assert "(Friday before 9 June 2023)" in context
+        # the entry keeps its calendar span and label; only the context words it as said
+        assert got["w"].event_time.label() == "week of 29 May 2023"
+
+
 def test_a_manual_edit_resolves_the_new_text(store_path: Path) -> None:
     with LightMemory.from_config({"store": {"path": str(store_path)}}) as mem:
         mem.add_memory(TURNS[:1], force_extract=True)

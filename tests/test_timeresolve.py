@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lightmem.timeparse import parse_timestamp
-from lightmem.timeresolve import find_times, resolve
+from lightmem.timeresolve import find_times, resolve, said_label
 from lightmem.timespan import (
     SEASONS,
     TimeSpan,
@@ -78,6 +78,50 @@ def test_expressions_from_conversations(said_at: str, text: str, phrase: str, la
     span = found[0].span
     assert isinstance(span, TimeSpan) and span.label() == label and span.phrase == phrase
     assert text[found[0].start : found[0].end] == phrase
+
+
+@pytest.mark.parametrize(
+    ("said_at", "text", "label"),
+    [
+        ("7:55 pm on 9 June, 2023", "my school event last week was awesome",
+         "week before 9 June 2023"),
+        ("2:31 pm on 17 July, 2023", "we went camping two weekends ago",
+         "two weekends before 17 July 2023"),
+        ("2:31 pm on 17 July, 2023", "Last weekend I joined a program",
+         "weekend before 17 July 2023"),
+        ("6:55 pm on 20 October, 2023", "that roadtrip this past weekend",
+         "weekend before 20 October 2023"),
+        ("1:50 pm on 23 August, 2023", "so busy this week", "week of 23 August 2023"),
+        ("1:50 pm on 17 August, 2023", "we fly out next week", "week after 17 August 2023"),
+        ("8:56 pm on 20 July, 2023", "I joined a new group last Tues.",
+         "Tuesday before 20 July 2023"),
+        ("1:50 pm on 17 August, 2023", "I'm seeing her this Friday", "Friday after 17 August 2023"),
+        # days, months and years have names of their own
+        ("1:56 pm on 8 May, 2023", "I went to a support group yesterday.", "on 7 May 2023"),
+        ("1:14 pm on 25 May, 2023", "camping next month", "in June 2023"),
+        ("1:50 pm on 17 August, 2023", "We had a blast last year", "in 2022"),
+        # a phrase naming its own days keeps that name, however far from the day said
+        ("1:50 pm on 17 August, 2023", "the week of 1 May 2023 was long", "week of 1 May 2023"),
+        ("1:50 pm on 17 August, 2023", "on Friday 11 August 2023 we met", "on 11 August 2023"),
+        ("1:50 pm on 17 August, 2023", "a few weeks ago we met", "17 July 2023 to 6 August 2023"),
+    ],
+)  # fmt: skip
+def test_relative_weeks_and_weekdays_read_relative_to_the_day_said(
+    said_at: str, text: str, label: str
+) -> None:
+    said = parse_timestamp(said_at)
+    span = resolve(text, said)
+    assert span is not None and said_label(span, said) == label
+    back = resolve(label, None)  # the label alone names its days
+    assert back is not None and back.same_days(span)
+
+
+def test_a_span_without_a_phrase_or_a_day_said_keeps_its_calendar_label() -> None:
+    week = week_span(date(2023, 5, 29))
+    assert said_label(week, date(2023, 6, 9)) == "week of 29 May 2023"  # no phrase
+    assert said_label(week.with_phrase("last week"), None) == "week of 29 May 2023"
+    far = week_span(date(2023, 1, 2)).with_phrase("that week")  # 22 weeks: no count word
+    assert said_label(far, date(2023, 6, 9)) == "week of 2 January 2023"
 
 
 @pytest.mark.parametrize(
@@ -211,6 +255,20 @@ def _spans() -> st.SearchStrategy[TimeSpan]:
             lambda x: TimeSpan(x[0], x[0] + timedelta(days=x[1]))
         ),
     )
+
+
+def _spans_near() -> st.SearchStrategy[TimeSpan]:
+    """Days, weeks and weekends (whatever their distance from the day said)."""
+    days = st.dates(min_value=date(1901, 2, 1), max_value=date(2098, 11, 30))
+    return st.one_of(days.map(day_span), days.map(week_span), days.map(weekend_span))
+
+
+@given(_spans_near(), anchors, st.sampled_from(["last week", "that Friday", "the weekend"]))
+def test_every_said_label_reads_back_to_its_days(span: TimeSpan, said: date, phrase: str) -> None:
+    label = said_label(span.with_phrase(phrase), said)
+    found = [m.span for m in find_times(f"Maya went hiking ({label})", said)]
+    assert len(found) == 1 and isinstance(found[0], TimeSpan)
+    assert found[0].same_days(span)
 
 
 @given(_spans(), anchors)

@@ -14,15 +14,21 @@ anchor, "next <weekday>" the first after it, "this <weekday>" the one in the anc
 week holding the day N weeks back; "a few" is 2-4 and "several" 3-6 units (a "span");
 "the past week/month/year" is the days up to the anchor. Month names count only when
 capitalised ("May", not "may").
+
+:func:`said_label` writes a span for the context beside the day it was said: a week, a
+weekend or a weekday named relative to that day as that relation ("week before 9 June
+2023"), everything else by its calendar label.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from lightmem.timeparse import format_date
 from lightmem.timespan import (
     SEASONS,
     TimeSpan,
@@ -413,3 +419,59 @@ def _bounded(text: str, start: int, end: int) -> bool:
 def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:
     """The first expression of ``text`` that resolves to days, or None."""
     return next((m.span for m in find_times(text, anchor) if isinstance(m.span, TimeSpan)), None)
+
+
+_COUNT_WORDS = {v: k for k, v in _NUMBERS.items()}
+_WEEKDAY_WORD = re.compile(rf"\b{WEEKDAY}\b", re.I)
+
+
+def said_label(span: TimeSpan, said: date | datetime | None) -> str:
+    """How ``span`` reads in context beside text said on ``said``. A week or a weekend that
+    its phrase named relative to that day ("last week", "two weekends ago", "this
+    weekend") is written as that relation: "week before 9 June 2023", "two weekends
+    before 17 July 2023", "weekend of 24 June 2023"; a day its phrase named by weekday
+    ("last Friday"), within a week of it, as "Friday before 15 July 2023". Anything else,
+    and a span whose phrase names its own date, month or year, reads as
+    :meth:`TimeSpan.label`.
+
+    Why: a week or weekend has no name of its own, and the relation is what the speaker
+    said, exact whatever week convention the reader assumes; it is also how a person
+    reports it ("the week before 9 June"). Every label reads back through
+    :func:`find_times` to the same days, as the calendar labels do."""
+    day = said.date() if isinstance(said, datetime) else said
+    relative = _relative_to(span, day) if day is not None and span.phrase else None
+    # checked last: reading the phrase again is the costly part, and most spans are months,
+    # years or days named without a weekday, which read by their calendar label anyway
+    if relative is None or _names_its_time(span.phrase):
+        return span.label()
+    return relative
+
+
+def _relative_to(span: TimeSpan, day: date) -> str | None:
+    """The span as a relation to ``day`` (None: it has no such wording)."""
+    at = format_date(day)
+    if span.unit == "day" and span.days == 1 and _WEEKDAY_WORD.search(span.phrase):
+        gap = (span.start - day).days
+        if 1 <= abs(gap) <= 7:
+            name = _DAY_NAMES[span.start.weekday()].capitalize()
+            return f"{name} {'before' if gap < 0 else 'after'} {at}"
+        return None
+    for unit, make in (("week", week_span), ("weekend", weekend_span)):
+        if span.unit == unit and make(span.start).same_days(span):
+            weeks = (span.start - make(day).start).days // 7
+            if weeks == 0:
+                return f"{unit} of {at}"
+            n = abs(weeks)
+            if n in _COUNT_WORDS:
+                count = unit if n == 1 else f"{_COUNT_WORDS[n]} {unit}s"
+                return f"{count} {'before' if weeks < 0 else 'after'} {at}"
+    return None
+
+
+# A pure function of a short phrase, asked for each of the few hundred lines a budget weighs
+# per query and mostly of the same phrases ("last week"): remembered, bounded.
+@functools.lru_cache(maxsize=4096)
+def _names_its_time(phrase: str) -> bool:
+    """The phrase resolves to days with no day to resolve it against ("8 May 2023", "the
+    week of 1 May 2023", "in 2022"): its own name is the one to show."""
+    return any(isinstance(m.span, TimeSpan) for m in find_times(phrase))

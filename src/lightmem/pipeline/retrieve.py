@@ -21,6 +21,7 @@ from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
 from lightmem.text import MEANING_STOPWORDS, content_terms, estimate_tokens, whole_tokens
 from lightmem.timeparse import format_date
+from lightmem.timeresolve import said_label
 from lightmem.types import (
     EntryKind,
     Filters,
@@ -103,11 +104,12 @@ def format_line(entry: MemoryEntry) -> str:
     """How one memory appears under its date header in prompt context: on one line, opened
     by its speaker as one token (quoted when it holds a colon, a quote or a line break, or
     starts like a bullet or a header) or, without one, by a bullet ("- "), then the time
-    it speaks of when one was resolved, e.g. "(week of 29 May 2023)". A speaker's line
+    it speaks of when one was resolved, e.g. "(week before 9 June 2023)" (see
+    :func:`~lightmem.timeresolve.said_label`). A speaker's line
     has no bullet: it would cost a token per memory and tell the reader nothing."""
     if entry.kind == "summary":
         return f"- (topic) {inline(entry.text)}"
-    when = f" ({entry.event_time.label()})" if entry.event_time else ""  # resolved time
+    when = f" ({said_label(entry.event_time, entry.timestamp)})" if entry.event_time else ""
     if entry.kind == "event":
         return f"- (event) {inline(entry.text)}{when}"
     lead = f"{line_speaker(entry.speaker)}: " if entry.speaker else "- "
