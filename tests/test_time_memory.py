@@ -181,8 +181,9 @@ def test_the_llm_resolves_time_and_the_rules_cover_what_it_leaves(
     with LightMemory.from_config(_llm_config(stub, store_path)) as mem:
         mem.add_memory(TURNS, force_extract=True)
         got = _entries(mem)
+        # the model's days, with the words the fact says them in
         assert got["t1"].event_time == TimeSpan(
-            date(2023, 5, 7), date(2023, 5, 7), "day", "2023-05-07"
+            date(2023, 5, 7), date(2023, 5, 7), "day", "7 May 2023"
         )
         assert got["t1"].text == "Caroline went to a support group on 7 May 2023."
         assert got["t2"].event_time is None  # "soon" is no date, and the turn names none
@@ -195,6 +196,37 @@ def test_the_llm_resolves_time_and_the_rules_cover_what_it_leaves(
     assert "yesterday [times: yesterday = 2023-05-07]" in (body["messages"][1]["content"])
     schema = json.dumps(body["response_format"])
     assert '"required": ["fact", "source_ids", "time"]' in schema
+
+
+def test_the_models_time_keeps_the_words_it_was_said_in(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    june_9 = "7:55 pm on 9 June, 2023"
+    turns = [
+        {"id": "w", "content": "I gave a talk at a school last week.", "speaker_name": "Caroline",
+         "timestamp": june_9},
+        {"id": "m", "content": "We met in spring.", "speaker_name": "Mel", "timestamp": june_9},
+    ]  # fmt: skip
+    llm.queue(
+        json.dumps(
+            {
+                "facts": [
+                    {"fact": "Caroline gave a talk at a school.", "source_ids": ["w"],
+                     "time": "2023-05-29/2023-06-04"},
+                    {"fact": "Mel met someone.", "source_ids": ["m"], "time": "2023-03-01/2023-05-31"},
+                ]
+            }
+        )
+    )  # fmt: skip
+    with LightMemory.from_config(_llm_config(stub, store_path)) as mem:
+        mem.add_memory(turns, force_extract=True)
+        got = _entries(mem)
+        talk, met = got["w"].event_time, got["m"].event_time
+        # the rules read the same days from the turn: its words are kept
+        assert talk == week_span(date(2023, 5, 29)).with_phrase("last week")
+        assert "(week before 9 June 2023)" in mem.format_context(mem.retrieve("school talk"))
+        # no words of the texts name the model's days: its ISO text stays the phrase
+        assert met is not None and met.phrase == "2023-03-01/2023-05-31"
 
 
 def test_the_bench_measures_answers_found_in_the_context(tmp_path: Path) -> None:
@@ -250,7 +282,10 @@ def test_the_scripted_model_takes_the_resolved_times_in_event_mode(
         mem.add_memory(TURNS, force_extract=True)
         facts = _entries(mem)
         assert facts["t1"].event_time is not None
-        assert facts["t1"].event_time.phrase == "2023-05-07"  # the model's, not the rules'
+        # the model's days (from the rules' hint), in the words the turn said them
+        assert facts["t1"].event_time == TimeSpan(
+            date(2023, 5, 7), date(2023, 5, 7), "day", "yesterday"
+        )
         assert "[times:" not in facts["t1"].text
         events = mem.list_entries(filters={"kind": "event"})
         may = next(e for e in events if "t1" in e.source_ids)

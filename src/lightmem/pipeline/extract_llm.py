@@ -340,15 +340,25 @@ class _FactBuilder:
         anchors: Sequence[datetime | None],
         turns: Sequence[Message] = (),
     ) -> TimeSpan | None:
-        """The model's ISO time; else the rules on ``text`` and then on each turn."""
+        """The model's ISO time (with the words the text or a turn said it in, where the
+        rules read the same days there: "last week", so the context can word it as said;
+        else the ISO text); else the rules on ``text`` and then on each turn."""
         if not self._resolve:
             return None
+        anchor = next((a for a in anchors if a is not None), None)
         if stated:
             span = parse_iso_span(stated)
             if span is not None:
-                return span.with_phrase(stated)
+                readings = [(text, anchor), *((m.content, m.timestamp) for m in turns)]
+                said = (
+                    x.phrase
+                    for t, at in readings
+                    if t
+                    for x in find_times(t, at)
+                    if isinstance(x.span, TimeSpan) and x.span.same_days(span)
+                )
+                return span.with_phrase(next(said, stated))
             self.unread_times += 1
-        anchor = next((a for a in anchors if a is not None), None)
         found = resolve(text, anchor) if text else None
         for m in turns:
             found = found or resolve(m.content, m.timestamp)
