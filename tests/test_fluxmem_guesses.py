@@ -1,5 +1,7 @@
-"""Pick slots for things memory has not seen: guessing from alike and usual keys, pooling
-what every plan knows, and opening where memory says a thing goes before guessing."""
+"""Pick slots for things memory has not seen: guessing from alike and usual keys and by
+meaning (the agent's embedder: a place is known by its name and by what went there),
+pooling what every plan knows, and opening where memory says a thing goes before
+guessing."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from lightmem import WordLlamaEmbedder
 from lightmem.bench.twx_env import Game, Turn
 from lightmem.bench.twx_policy import Plan, Player
-from lightmem.fluxmem.slots import abstract, bind_ranked, pooled, sought, usual
+from lightmem.fluxmem.meaning import Meaning
+from lightmem.fluxmem.slots import abstract, bind_ranked, meant, pooled, sought, usual
+from lightmem.ledger import Ledger
 
 PUT = "put <seen1> in <seen2>"
 
@@ -198,3 +203,65 @@ def test_a_recipe_verbs_tool_is_guessed_at_once() -> None:
     plan = Plan(("open <seen1>", cook), {"open <seen1>": {"seen1": {"fill": "seen"}}, cook: rules})
     choice = player._choose(game, [plan], None, set(), "", random.Random(0))
     assert choice == "cook carrot in stove"
+
+
+#: Two things went on the hat rack (the usual place), one in the shoe cabinet.
+HALL = _rule(
+    {"beret": {"hat rack": 1}, "black cap": {"hat rack": 1}, "moccasins": {"shoe cabinet": 1}}
+)
+
+
+def test_a_place_is_meant_by_what_went_there_or_by_its_own_name(
+    embedder: WordLlamaEmbedder,
+) -> None:
+    meaning = Meaning(embedder)
+    rule = HALL["seen2"]
+    # "golf shoes" is like the moccasins that went in the shoe cabinet.
+    shoes = {p: meant(rule, ["golf shoes"], p, meaning) for p in ("hat rack", "shoe cabinet")}
+    assert max(shoes, key=lambda p: shoes[p] or 0.0) == "shoe cabinet"
+    # No thing went in the umbrella stand yet: its name alone says the umbrella goes there.
+    umbrella = meant(rule, ["umbrella"], "umbrella stand", meaning) or 0.0
+    assert umbrella > (meant(rule, ["umbrella"], "hat rack", meaning) or 0.0)
+    # By name the hat rack is likelier for dirty socks than a crate, but a dirty shirt
+    # went in the crate.
+    crate = _rule({"dirty shirt": {"crate": 1}, "beret": {"hat rack": 1}})["seen2"]
+    socks = {p: meant(crate, ["dirty socks"], p, meaning) or 0.0 for p in ("crate", "hat rack")}
+    assert socks["crate"] > socks["hat rack"] > max(meaning.likeness("dirty socks", ["crate"]))
+    assert meant(rule, ["beret"], "hat rack", meaning) is None  # known: no guess
+    # Keyed by a recipe's verb, no guess by meaning (a verb names no thing).
+    verbs = {"fill": "pick", "of": "read1", "table": {"roast": {"oven": 1}}}
+    assert meant(verbs, ["bake"], "oven", meaning) is None
+
+
+def test_bind_guesses_by_meaning_before_the_usual_place(embedder: WordLlamaEmbedder) -> None:
+    valid = _puts("umbrella", "hat rack", "shoe cabinet", "umbrella stand")
+    assert bind_ranked(PUT, HALL, valid, [], "") == (["put umbrella in hat rack"], "usual")
+    assert bind_ranked(PUT, HALL, valid, [], "", Meaning(embedder)) == (
+        ["put umbrella in umbrella stand"],
+        "meaning",
+    )
+
+
+def test_the_player_opens_what_is_closed_before_guessing_by_meaning(
+    embedder: WordLlamaEmbedder,
+) -> None:
+    # Pillows and quilts went on the bed; the laundry basket, closed, is known only by
+    # its name, which is what the dirty laundry is like.
+    plan = Plan(
+        ("take <seen1>", PUT), {**TAKE, PUT: _rule({"pillow": {"bed": 1}, "quilt": {"bed": 1}})}
+    )
+    meaning = Meaning(embedder)
+    for seed in range(3):
+        room = _Room("dirty laundry", ("laundry basket",))
+        player = Player(room, 12, seed, meaning)  # type: ignore[arg-type]
+        result = player.play("room", {}, 0, "test", [plan])
+        assert result.success and "put dirty laundry in bed" not in result.actions
+
+
+def test_each_name_is_embedded_once(embedder: WordLlamaEmbedder) -> None:
+    meaning = Meaning(embedder.with_ledger(Ledger()))
+    first = meaning.likeness("umbrella", ["umbrella stand", "hat rack"])
+    assert meaning.likeness("Umbrella", ["hat rack", "umbrella stand"]) == first[::-1]
+    calls = [r.calls for r in meaning.embedder.ledger.totals() if r.op == "fluxmem.meaning"]
+    assert calls == [1]
+    assert first[0] > first[1]

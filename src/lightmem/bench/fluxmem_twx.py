@@ -10,6 +10,9 @@ is scored on games from its test seed list (held out):
   the training games (eta = replay success), graduating when PEMS converges;
 - ``stage1_2_3_mature``: the same memory, with graduated skills activated directly.
 
+Every memory arm's player guesses where a thing memory has not met goes by meaning,
+through the agent's own embedder (:mod:`lightmem.fluxmem.meaning`).
+
 First-attempt success reads the memory without changing it; "with retries" then runs the
 test games through ``run_task`` with Stage II (recording them, as a deployed agent would).
 """
@@ -29,6 +32,7 @@ from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
 from lightmem.bench.twx_policy import Plan, Player, plans_from
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.config import FluxMemConfig
+from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.reasoner import Reasoner
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.slots import Outcomes
@@ -201,12 +205,17 @@ class _Bench:
         self.step_limit, self.sample = step_limit, sample
         self.seed_of: dict[str, tuple[int, str]] = {}
         self.context_ms = 0.0
+        self.meaning = Meaning(agent.embedder)
 
     def _task_text(self, seed: int, fold: str) -> str:
         game = self.w.reset(self.name, self.params, seed, fold)
         text = f"{game.task} [{fold} game {seed}]"
         self.seed_of[text] = (seed, fold)
         return text
+
+    def _player(self) -> Player:
+        """A player guessing by meaning through the agent's own embedder."""
+        return Player(self.w, self.step_limit, self.sample, self.meaning)
 
     def _plans(self, context: str) -> tuple[list[Plan], Outcomes]:
         nodes: dict[str, Node] = self.agent.graph.get_nodes(_ids(context))
@@ -216,7 +225,7 @@ class _Bench:
         """One game through ``run_task``: Stage II retries up to ``rounds``; what the
         agent read becomes facts."""
         text = self._task_text(seed, fold)
-        player = Player(self.w, self.step_limit, self.sample)
+        player = self._player()
         last: list[StepResult] = []
 
         def execute(context: str) -> StepResult:
@@ -250,9 +259,7 @@ class _Bench:
         context = self.agent.context(text) if mature is None else serialize(mature)
         self.context_ms += 1000 * (time.perf_counter() - t0)
         plans, outcomes = self._plans(context)
-        return Player(self.w, self.step_limit, self.sample).play(
-            self.name, self.params, seed, "test", plans, outcomes
-        )
+        return self._player().play(self.name, self.params, seed, "test", plans, outcomes)
 
     def replay(self, skill: SkillDraft, task: str) -> StepResult:
         """Stage III's replay: play the training game of ``task`` following ``skill``."""
@@ -260,9 +267,7 @@ class _Bench:
         if seed < 0:
             return StepResult(None, "unknown task", False)
         plan = Plan(tuple(skill.steps), skill.slots, "replay")
-        return Player(self.w, self.step_limit, self.sample).play(
-            self.name, self.params, seed, fold, [plan]
-        )
+        return self._player().play(self.name, self.params, seed, fold, [plan])
 
 
 def _ids(context: str) -> list[str]:

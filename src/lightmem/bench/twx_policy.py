@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightmem.bench.twx_env import Game, TWXWorld
+from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.slots import (
     Outcomes,
     Run,
@@ -106,8 +107,11 @@ class Player:
     #: Times an action that takes the agent elsewhere may be taken in one attempt.
     MAX_USES = 3
 
-    def __init__(self, world: TWXWorld, step_limit: int, seed: int) -> None:
+    def __init__(
+        self, world: TWXWorld, step_limit: int, seed: int, meaning: Meaning | None = None
+    ) -> None:
         self.world = world
+        self.meaning = meaning  # how plans guess by likeness of names, if at all
         self.step_limit = step_limit
         self.seed = seed
         self.tabu: set[str] = set()
@@ -231,14 +235,14 @@ class Player:
                 rules = plan.slots.get(step, {})
                 if _wildcard(step, rules):
                     continue
-                bound, how = bind_ranked(step, rules, safe, reads, seen)
+                bound, how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
                 if bound and how == "fits":  # the step allows these equally
                     return rng.choice(bound)
                 if bound and guess is None:
                     # What every plan knows of where things go, before guessing.
                     others = [p.slots.get(step, {}) for p in plans if p is not plan]
                     rules = pooled([rules, *others])
-                    wider, wider_how = bind_ranked(step, rules, safe, reads, seen)
+                    wider, wider_how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
                     if wider:
                         bound, how = wider, wider_how
                     if how in ("fits", "unclaimed") or not _where_things_go(rules):
@@ -246,7 +250,7 @@ class Player:
                         return rng.choice(bound)
                     guess = (bound, how, plan, i, rules)
         if guess is not None:
-            return _ahead_of_guess(*guess, plans, safe, reads, seen, rng)
+            return _ahead_of_guess(*guess, plans, safe, reads, seen, rng, self.meaning)
         for plan in plans:
             for step in plan.steps:
                 rules = plan.slots.get(step, {})
@@ -309,15 +313,16 @@ def _ahead_of_guess(
     reads: Sequence[str],
     seen: str,
     rng: random.Random,
+    meaning: Meaning | None = None,
 ) -> str:
     """What to do where ``plan``'s step ``i`` can only guess where a thing goes (``bound``,
     guessed ``how`` by ``rules`` pooled from every plan): act first on where memory says
     it goes if that is in view but not yet open to it (the dishwasher, closed); else take
-    the exploring steps any plan takes before this step; else, where the guess is only
-    where most things went, open what is closed, so it is made among every place there
-    is; else the guess."""
+    the exploring steps any plan takes before this step; else, where the guess is by
+    ``meaning`` or only where most things went, open what is closed, so it is made among
+    every place there is; else the guess."""
     step = plan.steps[i]
-    want = sought(step, rules, safe, reads, seen)
+    want = sought(step, rules, safe, reads, seen, meaning)
     for a in safe:
         verb, _, thing = a.partition(" ")
         if verb not in PASSIVE and thing.lower() in want:
@@ -328,7 +333,7 @@ def _ahead_of_guess(
             its = p.slots.get(earlier, {})
             if _wildcard(earlier, its) and (first := bind(earlier, its, safe, reads, seen)):
                 return rng.choice(first)
-    closed = [a for a in safe if _opens(a)] if how == "usual" else []
+    closed = [a for a in safe if _opens(a)] if how in ("meaning", "usual") else []
     return rng.choice(closed or bound)
 
 

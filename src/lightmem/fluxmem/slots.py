@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.routes import fits_toward, toward_rule
 from lightmem.fluxmem.types import Node
 
@@ -381,7 +382,7 @@ def bind(
 
 
 #: How a pick slot guesses a value for a key its table lacks, best first (see :func:`guess`).
-GUESSES = ("alike", "unclaimed", "usual")
+GUESSES = ("alike", "unclaimed", "meaning", "usual")
 
 
 def bind_ranked(
@@ -390,9 +391,11 @@ def bind_ranked(
     valid: Sequence[str],
     reads: Sequence[str],
     observation: str,
+    meaning: Meaning | None = None,
 ) -> tuple[list[str], str]:
     """As :func:`bind`, and how: ``"fits"`` (every slot rule holds), else the way a ``pick``
-    slot guessed for a key its table lacks (one of :data:`GUESSES`), else ``""``."""
+    slot guessed for a key its table lacks (one of :data:`GUESSES`; by ``meaning`` only if
+    given), else ``""``."""
     if "<" not in step:
         exact = [a for a in valid if a == step]
         return exact, "fits" if exact else ""
@@ -413,7 +416,7 @@ def bind_ranked(
         ]
         if not miss:
             out.append(action)
-        elif len(miss) == 1 and (how := _guess_here(miss[0], rules, v, read_lines)):
+        elif len(miss) == 1 and (how := _guess_here(miss[0], rules, v, read_lines, meaning)):
             guessed.append((*how, action))
     if out:
         return out, "fits"
@@ -421,35 +424,62 @@ def bind_ranked(
         return [], ""
     # The best way any action was guessed by, then its best score: the value the most
     # alike keys took ("dirty mug" near "dirty saucepan": the dishwasher), else a value no
-    # known key claimed, else the value most keys took.
+    # known key claimed, else the value most alike in meaning, else the value most keys took.
     way = min(w for w, _, _ in guessed)
     top = max(score for w, score, _ in guessed if w == way)
     return [a for w, score, a in guessed if w == way and score == top], GUESSES[way]
 
 
 def _guess_here(
-    n: str, rules: Mapping[str, Any], v: Mapping[str, str], read_lines: Sequence[str]
+    n: str,
+    rules: Mapping[str, Any],
+    v: Mapping[str, str],
+    read_lines: Sequence[str],
+    meaning: Meaning | None,
 ) -> tuple[int, float] | None:
     rule = rules.get(n, {})
     of = str(rule.get("of", ""))
-    return guess(rule, _keys(of, v.get(of, ""), read_lines), v[n])
+    return guess(rule, _keys(of, v.get(of, ""), read_lines), v[n], meaning)
 
 
-def guess(rule: Mapping[str, Any], keys: Sequence[str], value: str) -> tuple[int, float] | None:
+def guess(
+    rule: Mapping[str, Any], keys: Sequence[str], value: str, meaning: Meaning | None = None
+) -> tuple[int, float] | None:
     """How a ``pick`` whose table has none of ``keys`` would guess ``value``: ``(way,
     score)``, ``way`` indexing :data:`GUESSES`: 0, the votes of alike keys (shared
     words); 1, a value no known key claimed where each value has a key of its own (see
-    :func:`unclaimed`); 2, how many known things took it (see :func:`usual`). None if no
-    way guesses it, or the table has a key."""
+    :func:`unclaimed`); 2, likeness in ``meaning`` (see :func:`meant`); 3, how many known
+    things took it (see :func:`usual`). None if no way guesses it, or the table has a key."""
     if rule.get("fill") != "pick":
         return None
     if (vote := _votes(rule, keys).get(value.lower(), 0.0)) > 0:
         return 0, vote
     if unclaimed(rule, keys, value):
         return 1, 1.0
+    if meaning is not None and (like := meant(rule, keys, value, meaning)) is not None:
+        return 2, like
     if takers := usual(rule, keys, value):
-        return 2, float(takers)
+        return 3, float(takers)
     return None
+
+
+def meant(
+    rule: Mapping[str, Any], keys: Sequence[str], value: str, meaning: Meaning
+) -> float | None:
+    """For a thing the table has never seen (a pick keyed by a seen value): how alike in
+    meaning it is to ``value`` itself or to the nearest thing that took it ("golf shoes"
+    is like "shoe cabinet", "dirty socks" like "dirty shirt" that went in the washing
+    machine): a place is known by its name and by what went there, so one no thing took
+    yet can be guessed too. None if the table has the thing, or for a pick keyed by what
+    was read (a recipe's verb is no name of a thing: its likeness to a tool's name says
+    little, and the wrong tool can ruin the dish)."""
+    table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
+    if not str(rule.get("of", "")).startswith("seen"):
+        return None
+    if not keys or any(k in table for k in keys):
+        return None
+    went = [k for k, counts in table.items() if value.lower() in {v.lower() for v in counts}]
+    return max(max(meaning.likeness(key, [value, *went])) for key in keys)
 
 
 def _votes(rule: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float]:
@@ -476,6 +506,7 @@ def sought(
     valid: Sequence[str],
     reads: Sequence[str],
     observation: str,
+    meaning: Meaning | None = None,
 ) -> list[str]:
     """Values a ``pick`` slot of ``step`` wants for the things here that no valid action
     of the step offers yet, though some other valid action names them whole ("open
@@ -506,7 +537,7 @@ def sought(
         here = _values(rule) & in_view
         best = pick(rule, keys)
         if best is None:
-            ranked = {v: how for v in here if (how := guess(rule, keys, v)) is not None}
+            ranked = {v: how for v in here if (how := guess(rule, keys, v, meaning))}
             if ranked:
                 top = min(ranked.values(), key=lambda how: (how[0], -how[1]))
                 wanted = sorted(v for v, how in ranked.items() if how == top)
