@@ -265,3 +265,11 @@ def test_each_name_is_embedded_once(embedder: WordLlamaEmbedder) -> None:
     calls = [r.calls for r in meaning.embedder.ledger.totals() if r.op == "fluxmem.meaning"]
     assert calls == [1]
     assert first[0] > first[1]
+
+
+def test_remembered_names_are_bounded(embedder: WordLlamaEmbedder) -> None:
+    meaning = Meaning(embedder.with_ledger(Ledger()), keep=3)
+    meaning.likeness("umbrella", ["umbrella stand", "hat rack"])
+    assert len(meaning.vectors) == 3
+    like = meaning.likeness("sock", ["laundry basket"])  # past the bound: forgets first
+    assert set(meaning.vectors) == {"sock", "laundry basket"} and len(like) == 1

@@ -213,7 +213,8 @@ def test_the_models_time_keeps_the_words_it_was_said_in(
                 "facts": [
                     {"fact": "Caroline gave a talk at a school.", "source_ids": ["w"],
                      "time": "2023-05-29/2023-06-04"},
-                    {"fact": "Mel met someone.", "source_ids": ["m"], "time": "2023-03-01/2023-05-31"},
+                    {"fact": "Mel met someone.", "source_ids": ["m"],
+                     "time": "2023-03-01/2023-05-31"},
                 ]
             }
         )

@@ -10,19 +10,27 @@ import numpy as np
 
 from lightmem.embed.base import Embedder, Vectors
 
+#: Names whose vectors are remembered at most (a game's things and places are a few
+#: hundred; a long-running agent meeting ever new names must not grow without bound).
+KEEP_NAMES = 20_000
+
 
 class Meaning:
-    """Cosine likeness of names by ``embedder``, each distinct name embedded once (the
-    calls are accounted in the embedder's ledger)."""
+    """Cosine likeness of names by ``embedder``, each distinct name embedded once while
+    at most ``keep`` are remembered (the calls are accounted in the embedder's ledger)."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, keep: int = KEEP_NAMES) -> None:
         self.embedder = embedder
+        self.keep = keep
         self.vectors: dict[str, Vectors] = {}
 
     def likeness(self, text: str, others: Sequence[str]) -> list[float]:
         """How alike ``text`` is to each of ``others`` (cosine, -1 to 1)."""
         new = sorted({t.lower() for t in (text, *others)} - self.vectors.keys())
         if new:
+            if len(self.vectors) + len(new) > self.keep:
+                self.vectors.clear()  # then this call's names are embedded again below
+                new = sorted({t.lower() for t in (text, *others)})
             rows = self.embedder.embed(new, op="fluxmem.meaning")
             self.vectors.update(zip(new, rows, strict=True))
         if not others:
