@@ -201,11 +201,12 @@ def test_the_llm_resolves_time_and_the_rules_cover_what_it_leaves(
 def test_the_models_time_keeps_the_words_it_was_said_in(
     llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
 ) -> None:
-    june_9 = "7:55 pm on 9 June, 2023"
+    june_9, june_1 = "7:55 pm on 9 June, 2023", "7:55 pm on 1 June, 2023"
     turns = [
+        {"id": "a", "content": "Busy days.", "speaker_name": "Mel", "timestamp": june_1},
         {"id": "w", "content": "I gave a talk at a school last week.", "speaker_name": "Caroline",
          "timestamp": june_9},
-        {"id": "m", "content": "We met in spring.", "speaker_name": "Mel", "timestamp": june_9},
+        {"id": "m", "content": "We met last Friday.", "speaker_name": "Mel", "timestamp": june_9},
     ]  # fmt: skip
     llm.queue(
         json.dumps(
@@ -213,21 +214,47 @@ def test_the_models_time_keeps_the_words_it_was_said_in(
                 "facts": [
                     {"fact": "Caroline gave a talk at a school.", "source_ids": ["w"],
                      "time": "2023-05-29/2023-06-04"},
+                    # "last Friday" names other days than the model's
                     {"fact": "Mel met someone.", "source_ids": ["m"],
                      "time": "2023-03-01/2023-05-31"},
+                    # "last week" said on 9 June names these days, but the fact is dated
+                    # 1 June (its first turn), where those words meant other days
+                    {"fact": "Mel was busy.", "source_ids": ["a", "w"],
+                     "time": "2023-05-29/2023-06-04"},
                 ]
             }
         )
     )  # fmt: skip
     with LightMemory.from_config(_llm_config(stub, store_path)) as mem:
         mem.add_memory(turns, force_extract=True)
-        got = _entries(mem)
-        talk, met = got["w"].event_time, got["m"].event_time
+        got = {e.text: e.event_time for e in mem.list_entries(filters={"kind": "entry"})}
+        talk = week_span(date(2023, 5, 29))
         # the rules read the same days from the turn: its words are kept
-        assert talk == week_span(date(2023, 5, 29)).with_phrase("last week")
+        assert got["Caroline gave a talk at a school."] == talk.with_phrase("last week")
         assert "(week before 9 June 2023)" in mem.format_context(mem.retrieve("school talk"))
-        # no words of the texts name the model's days: its ISO text stays the phrase
+        # no words said on the entry's day name the model's days: its ISO text stays
+        met = got["Mel met someone."]
         assert met is not None and met.phrase == "2023-03-01/2023-05-31"
+        assert got["Mel was busy."] == talk.with_phrase("2023-05-29/2023-06-04")
+
+
+def test_an_events_time_keeps_the_words_it_was_said_in(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    turn = {"id": "w", "content": "I gave a talk at a school last week.",
+            "speaker_name": "Caroline", "timestamp": "7:55 pm on 9 June, 2023"}  # fmt: skip
+    week = "2023-05-29/2023-06-04"
+    fact = {"fact": "Caroline gave a talk.", "source_ids": ["w"], "time": ""}
+    event = {"id": "e0", "summary": "Caroline's school talk", "time": week,
+             "participants": ["Caroline"], "cause": "", "effect": "", "facts": [fact]}  # fmt: skip
+    llm.queue(json.dumps({"events": [event], "relations": []}))
+    cfg = {**_llm_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory([turn], force_extract=True)
+        event = mem.list_entries(filters={"kind": "event"})[0]
+        assert event.event_time == week_span(date(2023, 5, 29)).with_phrase("last week")
+        context = mem.format_context(mem.retrieve("school talk", filters={"kind": "event"}))
+        assert "(event)" in context and "(week before 9 June 2023)" in context
 
 
 def test_the_bench_measures_answers_found_in_the_context(tmp_path: Path) -> None:

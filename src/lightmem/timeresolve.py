@@ -22,7 +22,6 @@ weekend or a weekday named relative to that day as that relation ("week before 9
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -423,28 +422,31 @@ def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:
 
 _COUNT_WORDS = {v: k for k, v in _NUMBERS.items()}
 _WEEKDAY_WORD = re.compile(rf"\b{WEEKDAY}\b", re.I)
+_SAID_YEAR = re.compile(YEAR)
+_FOUR_DIGITS = re.compile(r"\d{4}")
 
 
 def said_label(span: TimeSpan, said: date | datetime | None) -> str:
-    """How ``span`` reads in context beside text said on ``said``. A week or a weekend that
-    its phrase named relative to that day ("last week", "two weekends ago", "this
-    weekend") is written as that relation: "week before 9 June 2023", "two weekends
-    before 17 July 2023", "weekend of 24 June 2023"; a day its phrase named by weekday
-    ("last Friday"), within a week of it, as "Friday before 15 July 2023". Anything else,
-    and a span whose phrase names its own date, month or year, reads as
-    :meth:`TimeSpan.label`.
+    """How ``span`` reads in context beside text said on ``said``. A week or a weekend
+    that its phrase named relative to that day ("last week", "two weekends ago") is
+    written as that relation: "week before 9 June 2023", "two weekends before 17 July
+    2023"; a day its phrase named by weekday ("last Friday"), within a week of it, as
+    "Friday before 15 July 2023". Anything else (the day's own week or weekend too), and
+    a span whose phrase names its own year, reads as :meth:`TimeSpan.label`.
 
     Why: a week or weekend has no name of its own, and the relation is what the speaker
-    said, exact whatever week convention the reader assumes; it is also how a person
-    reports it ("the week before 9 June"). Every label reads back through
-    :func:`find_times` to the same days, as the calendar labels do."""
+    said and how a person reports it ("the week before 9 June"), not the resolver's
+    Monday it starts on. Every label reads back through :func:`find_times` to the same
+    days, as the calendar labels do (so only for days said in the years it reads)."""
     day = said.date() if isinstance(said, datetime) else said
-    relative = _relative_to(span, day) if day is not None and span.phrase else None
-    # checked last: reading the phrase again is the costly part, and most spans are months,
-    # years or days named without a weekday, which read by their calendar label anyway
-    if relative is None or _names_its_time(span.phrase):
+    if day is None or not span.phrase or not _SAID_YEAR.fullmatch(str(day.year)):
         return span.label()
-    return relative
+    # A phrase resolves to days with no day said only by naming a year: every rule that
+    # needs no anchor reads one (a date, "in 2022", an ISO day), and a phrase the rules
+    # matched holds four digits only as a year. Such a phrase keeps its calendar name.
+    if _FOUR_DIGITS.search(span.phrase):
+        return span.label()
+    return _relative_to(span, day) or span.label()
 
 
 def _relative_to(span: TimeSpan, day: date) -> str | None:
@@ -458,20 +460,13 @@ def _relative_to(span: TimeSpan, day: date) -> str | None:
         return None
     for unit, make in (("week", week_span), ("weekend", weekend_span)):
         if span.unit == unit and make(span.start).same_days(span):
-            weeks = (span.start - make(day).start).days // 7
-            if weeks == 0:
-                return f"{unit} of {at}"
-            n = abs(weeks)
-            if n in _COUNT_WORDS:
+            # counted between Mondays, so no span is built near the calendar's end
+            weeks = (_monday(span.start) - _monday(day)).days // 7
+            if (n := abs(weeks)) in _COUNT_WORDS:
                 count = unit if n == 1 else f"{_COUNT_WORDS[n]} {unit}s"
                 return f"{count} {'before' if weeks < 0 else 'after'} {at}"
     return None
 
 
-# A pure function of a short phrase, asked for each of the few hundred lines a budget weighs
-# per query and mostly of the same phrases ("last week"): remembered, bounded.
-@functools.lru_cache(maxsize=4096)
-def _names_its_time(phrase: str) -> bool:
-    """The phrase resolves to days with no day to resolve it against ("8 May 2023", "the
-    week of 1 May 2023", "in 2022"): its own name is the one to show."""
-    return any(isinstance(m.span, TimeSpan) for m in find_times(phrase))
+def _monday(d: date) -> date:
+    return d - timedelta(days=d.weekday())

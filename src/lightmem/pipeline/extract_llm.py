@@ -275,7 +275,10 @@ class LLMMemoryManager:
                         source_ids=sources,
                         context="\n".join(d.entry.text for d in facts),
                         event_time=builder.time(
-                            event.time, "", [] if first is None else [first.timestamp]
+                            event.time,
+                            "",
+                            [] if first is None else [first.timestamp],
+                            builder.messages(sources),
                         )
                         or next((d.entry.event_time for d in facts if d.entry.event_time), None),
                         created_at=now,
@@ -349,7 +352,14 @@ class _FactBuilder:
         if stated:
             span = parse_iso_span(stated)
             if span is not None:
-                readings = [(text, anchor), *((m.content, m.timestamp) for m in turns)]
+                # only words said on the entry's own day: the context words the span
+                # relative to that day, so a phrase said on another meant other days there
+                said_day = anchor.date() if anchor is not None else None
+                readings = [(text, anchor)] + [
+                    (m.content, m.timestamp)
+                    for m in turns
+                    if m.timestamp is not None and m.timestamp.date() == said_day
+                ]
                 said = (
                     x.phrase
                     for t, at in readings
@@ -364,9 +374,13 @@ class _FactBuilder:
             found = found or resolve(m.content, m.timestamp)
         return found
 
+    def messages(self, ids: Sequence[str]) -> list[Message]:
+        """The turns of ``ids``, in the batch's order."""
+        return [self._turns[i].buffered.message for i in sorted(ids, key=self._order.__getitem__)]
+
     def draft(self, fact: extract_flat.Fact, metadata: dict[str, object]) -> Draft:
         ids = sorted(fact.source_ids, key=self._order.__getitem__)
-        sources = [self._turns[i].buffered.message for i in ids]
+        sources = self.messages(ids)
         seg = self._turns[ids[0]].segment
         speakers = {m.speaker for m in sources}
         first = sources[0]
