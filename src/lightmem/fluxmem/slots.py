@@ -537,7 +537,7 @@ def sought(
         here = _values(rule) & in_view
         best = pick(rule, keys)
         if best is None:
-            ranked = {v: how for v in here if (how := guess(rule, keys, v, meaning))}
+            ranked = {v: how for v in here if (how := guess(rule, keys, v, meaning)) is not None}
             if ranked:
                 top = min(ranked.values(), key=lambda how: (how[0], -how[1]))
                 wanted = sorted(v for v, how in ranked.items() if how == top)
