@@ -9,7 +9,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from lightmem import WordLlamaEmbedder
+import pytest
+
+from lightmem import ConfigError, WordLlamaEmbedder
 from lightmem.bench.twx_env import Game, Turn
 from lightmem.bench.twx_policy import Plan, Player
 from lightmem.fluxmem.meaning import Meaning
@@ -273,3 +275,9 @@ def test_remembered_names_are_bounded(embedder: WordLlamaEmbedder) -> None:
     assert len(meaning.vectors) == 3
     like = meaning.likeness("sock", ["laundry basket"])  # past the bound: forgets first
     assert set(meaning.vectors) == {"sock", "laundry basket"} and len(like) == 1
+
+
+def test_a_bound_of_no_names_is_refused(embedder: WordLlamaEmbedder) -> None:
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match=r"^keep: "):
+            Meaning(embedder, keep=bad)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lightmem.embed.base import Embedder, Vectors
+from lightmem.errors import ConfigError
 
 #: Names whose vectors are remembered at most (a game's things and places are a few
 #: hundred; a long-running agent meeting ever new names must not grow without bound).
@@ -20,6 +21,8 @@ class Meaning:
     at most ``keep`` are remembered (the calls are accounted in the embedder's ledger)."""
 
     def __init__(self, embedder: Embedder, keep: int = KEEP_NAMES) -> None:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ConfigError(f"keep: expected a whole number of names >= 1, got {keep!r}")
         self.embedder = embedder
         self.keep = keep
         self.vectors: dict[str, Vectors] = {}
