@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
-from lightmem.bench.twx_policy import Player, _relevant, plans_from
+from lightmem.bench.twx_policy import Plan, Player, _relevant, plans_from
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Outcomes, Run, bind, induce
 from lightmem.fluxmem.types import Node
@@ -189,3 +189,56 @@ def test_the_player_retakes_what_it_scored_only_when_nothing_was_gained_by_putti
     # Put in its place, which scored (the shirt in the wardrobe): left there.
     player = Player(_Shelf(scoring_put=True), 10, 0)
     assert player.play("shelf", {}, 0, "train", ()).actions == ("take thing", "put thing in box")
+
+
+class _Kitchen(TWXWorld):
+    """A kitchen without the engine that keeps the knife in a closed drawer; the task text
+    names the cookbook, which can be taken (a detour that helps nothing)."""
+
+    def __init__(self) -> None:  # no engine: nothing to start
+        self.game = Game("kitchen", 0, TASK, "", [])
+
+    def _valid(self) -> list[str]:
+        acts = [f"open {c}" for c in ("fridge", "cutlery drawer") if c not in self.opened]
+        acts += [] if "cookbook" in self.held else ["take cookbook"]
+        acts += [f"take {t}" for t in self.inside() if t not in self.held]
+        if {"carrot", "knife"} <= self.held:
+            acts.append("slice carrot")
+        return acts
+
+    def inside(self) -> list[str]:
+        where = {"fridge": "carrot", "cutlery drawer": "knife"}
+        return [where[c] for c in self.opened]
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.opened: list[str] = []
+        self.held: set[str] = set()
+        self.game = Game(name, seed, TASK, "You are in a kitchen.", [], [TASK])
+        self.game.valid = self._valid()
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        verb, _, thing = action.partition(" ")
+        if verb == "open":
+            self.opened.append(thing)
+        elif verb == "take":
+            self.held.add(thing)
+        g.done = g.success = action == "slice carrot"
+        g.valid = self._valid()
+        return Turn("Done.", g.valid, 1.0 if g.done else 0.0, g.done, False, "")
+
+
+def test_a_plan_wanting_a_thing_out_of_view_looks_inside_what_is_closed() -> None:
+    # The plan's kitchens kept the knife in view; this one's drawer holds it. The player
+    # opens the drawer, not the detour the task text names (taking the cookbook).
+    plan = Plan(("open fridge", "take carrot", "take knife", "slice carrot"))
+    for seed in range(5):
+        acts = Player(_Kitchen(), 10, seed).play("kitchen", {}, 0, "test", [plan]).actions
+        assert acts == (
+            "open fridge",
+            "take carrot",
+            "open cutlery drawer",
+            "take knife",
+            "slice carrot",
+        )

@@ -94,7 +94,8 @@ def test_induced_skill_has_slots_that_transfer_to_a_new_recipe() -> None:
 
 
 def _agent(path: Path, **cfg: float) -> FluxMemAgent:
-    agent = FluxMemAgent.open(path, config=FluxMemConfig(num_clusters=1, **cfg))  # type: ignore[arg-type]
+    config = FluxMemConfig(**{"num_clusters": 1, **cfg})  # type: ignore[arg-type]
+    agent = FluxMemAgent.open(path, config=config)
     for g in GAMES:
         acts, obs = _game(*g)
         agent.run_task(
@@ -195,6 +196,25 @@ def test_mature_skill_runs_without_stage1_search_and_falls_back_when_it_fails(
         seen: list[str] = []
         off.run_task(f"{TASK} (kale)", lambda c: seen.append(c) or StepResult(1, None, True))
         assert "<fact " in seen[0]
+
+
+def test_every_mature_skill_like_the_task_is_activated_best_record_first(
+    tmp_path: Path,
+) -> None:
+    """Tasks alike in wording can need different procedures: activation shows every
+    graduated skill like the task (a skill alone lacks the others' steps), the one with
+    the better replay record first, and the episodes of each."""
+    with _agent(tmp_path / "g.db", num_clusters=2, mature_similarity=0.8) as agent:
+        agent.consolidate(replay_fn=lambda s, t: True)
+        skills = agent.graph.nodes("procedural", agent.scope)
+        assert len(skills) == 2 and all(n.data["graduated"] for n in skills)
+        sub = agent.mature_subgraph(f"{TASK} (salmon)")
+        assert sub is not None
+        shown = [s.node.id for s in sub.procedural]
+        runs = {n.id: len(n.data["source_episodes"]) for n in skills}
+        assert sorted(shown) == sorted(runs) and runs[shown[0]] > runs[shown[1]]
+        sources = {e for n in skills for e in n.data["source_episodes"]}
+        assert {e.node.id for e in sub.episodic} == sources
 
 
 def require_twx() -> None:

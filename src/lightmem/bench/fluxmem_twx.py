@@ -20,10 +20,12 @@ test games through ``run_task`` with Stage II (recording them, as a deployed age
 from __future__ import annotations
 
 import re
+import sqlite3
 import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -136,45 +138,60 @@ def _sample(
         statistics.mean(w.gold_steps(name, params, s, "test") for s in test), 2
     )
     config = FluxMemConfig(top_k_episodic=episodes)
-    base = Player(w, step_limit, sample)
-    firsts = [base.play(name, params, s, "test", ()) for s in test]
+    # A fresh player per game: a player's short-term memory (what scored, what failed) is
+    # of one game's attempts, and carried to the next game it would be memory by the back door.
+    firsts = [Player(w, step_limit, sample).play(name, params, s, "test", ()) for s in test]
     res["no_memory"] = _score(firsts, firsts, 0)
     with tempfile.TemporaryDirectory(prefix="lightmem-twx-") as tmp:
         for arm in ("stage1", "stage1_2", "stage1_2_3"):
-            agent = FluxMemAgent.open(Path(tmp) / f"{arm}.db", reasoner=reasoner, config=config)
-            with agent:
+            path = Path(tmp) / f"{arm}.db"
+            with FluxMemAgent.open(path, reasoner=reasoner, config=config) as agent:
+                start = _llm_calls(agent)
                 bench = _Bench(agent, w, name, params, step_limit, sample)
                 for s in train:
                     bench.task(s, "train", 0 if arm == "stage1" else rounds)
                 extra: dict[str, Any] = {}
                 if arm == "stage1_2_3":
-                    report = agent.consolidate(replay_fn=bench.replay)
-                    extra = {
-                        "pems_curves": report.curves,
-                        "graduated": len(report.graduated),
-                        "refined": sum(
-                            1 for c in report.curves.values() if len(c) > 1 and c[0] != c[-1]
-                        ),
-                        "skills": len(agent.graph.nodes("procedural", agent.scope)),
-                        # Each skill's replay success on its training games (its stored eta).
-                        "etas": {
-                            n.id: round(float(n.data.get("eta", 0.0)), 4)
-                            for n in agent.graph.nodes("procedural", agent.scope)
-                        },
-                    }
-                arms = [(arm, agent)]
-                if arm == "stage1_2_3":
-                    mature = replace(agent.config, mature_similarity=MATURE_SIMILARITY)
-                    twin = FluxMemAgent(agent.graph, agent.embedder, config=mature)
-                    arms.append(("stage1_2_3_mature", twin))
-                for arm_name, a in arms:
+                    extra = _consolidated(agent, bench)
+                trained = _llm_calls(agent) - start
+            arms = [(arm, path, config)]
+            if arm == "stage1_2_3":
+                # The mature arm plays on its own copy of the consolidated graph: the I+II+III
+                # arm's retries record the test games, which the twin must not have met.
+                twin = Path(tmp) / "stage1_2_3_mature.db"
+                _copy_db(path, twin)
+                mature = replace(config, mature_similarity=MATURE_SIMILARITY)
+                arms.append(("stage1_2_3_mature", twin, mature))
+            for arm_name, db, cfg in arms:
+                with FluxMemAgent.open(db, reasoner=reasoner, config=cfg) as a:
+                    start = _llm_calls(a)
                     tb = _Bench(a, w, name, params, step_limit, sample)
                     first = [tb.first(s) for s in test]
                     retry = [tb.task(s, "test", 0 if arm == "stage1" else rounds) for s in test]
-                    llm = _llm_calls(a)
-                    res[arm_name] = {**_score(first, retry, llm), **extra}
-                    res[arm_name]["stage1_ms_per_task"] = round(tb.context_ms / len(test), 2)
+                    llm = trained + _llm_calls(a) - start
+                res[arm_name] = {**_score(first, retry, llm), **extra}
+                res[arm_name]["stage1_ms_per_task"] = round(tb.context_ms / len(test), 2)
     return res
+
+
+def _consolidated(agent: FluxMemAgent, bench: _Bench) -> dict[str, Any]:
+    """Stage III with replays on the training games, and what it left."""
+    report = agent.consolidate(replay_fn=bench.replay)
+    skills = agent.graph.nodes("procedural", agent.scope)
+    return {
+        "pems_curves": report.curves,
+        "graduated": len(report.graduated),
+        "refined": sum(1 for c in report.curves.values() if len(c) > 1 and c[0] != c[-1]),
+        "skills": len(skills),
+        # Each skill's replay success on its training games (its stored eta).
+        "etas": {n.id: round(float(n.data.get("eta", 0.0)), 4) for n in skills},
+    }
+
+
+def _copy_db(src: Path, dst: Path) -> None:
+    """A consistent copy of a closed store file (its saved search index is rebuilt)."""
+    with closing(sqlite3.connect(src)) as a, closing(sqlite3.connect(dst)) as b:
+        a.backup(b)
 
 
 def _score(first: list[StepResult], retry: list[StepResult], llm: int) -> dict[str, Any]:
@@ -275,7 +292,8 @@ def _ids(context: str) -> list[str]:
 
 
 def _llm_calls(agent: FluxMemAgent) -> int:
-    """Model calls from the ledgers (the embedder's, and the reasoner's client's)."""
+    """Model calls so far in the ledgers (the embedder's, and the reasoner's client's,
+    which arms share: callers take differences)."""
     ledgers = [agent.embedder.ledger]
     client = getattr(agent.reasoner, "client", None)
     if client is not None and client.ledger is not agent.embedder.ledger:

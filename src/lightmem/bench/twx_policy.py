@@ -159,7 +159,9 @@ class Player:
                 a for a, at in moving.items() if here not in at and uses[a] < self.MAX_USES
             }
             action = (
-                "look around" if look else self._choose(game, plans, outcomes, done_here, seen, rng)
+                "look around"
+                if look
+                else self._choose(game, plans, outcomes, done_here, seen, rng, actions)
             )
             if action is None:
                 break
@@ -216,6 +218,7 @@ class Player:
         tried: set[str],
         seen: str,
         rng: random.Random,
+        taken: Sequence[str] = (),
     ) -> str | None:
         reads = game.reads
         fresh = [a for a in game.valid if a not in tried and a not in self.tabu]
@@ -264,6 +267,15 @@ class Player:
         if shaped and outcomes is not None:
             risky = shaped & set(outcomes.bad)
             safe = [a for a in safe if abstract(a, reads, seen)[0] not in risky]
+        # A plan being followed wants to take a thing that is not in view (this kitchen
+        # keeps the knife in another drawer): look inside what is closed first.
+        if _out_of_view(plans, taken, game.valid):
+            opening = [a for a in safe if _opens(a)]
+            if opening:
+                docs = reads[1:] or reads
+                rank = {a: self._rank(a, outcomes, reads, docs, seen) for a in opening}
+                best = max(rank.values())
+                return rng.choice([a for a in opening if rank[a] == best])
         # Take what the texts read name (the task's object, the recipe's ingredients).
         read_text = "\n".join(lines(reads))
         for a in safe:
@@ -335,6 +347,20 @@ def _ahead_of_guess(
                 return rng.choice(first)
     closed = [a for a in safe if _opens(a)] if how in ("meaning", "usual") else []
     return rng.choice(closed or bound)
+
+
+def _out_of_view(plans: Sequence[Plan], taken: Sequence[str], valid: Sequence[str]) -> bool:
+    """True if a plan being followed (one of its constant steps taken in this attempt) has
+    a constant ``take`` step not taken yet that no valid action is: its thing is not in
+    view."""
+    done = set(taken)
+    for plan in plans:
+        fixed = [s for s in plan.steps if "<" not in s]
+        if any(s in done for s in fixed):
+            for s in fixed:
+                if s.split()[0] == "take" and s not in done and s not in valid:
+                    return True
+    return False
 
 
 def _opens(action: str) -> bool:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -192,10 +193,12 @@ class TaskFlow:
         )
 
     def mature_subgraph(self, task: str, scope: Scope) -> Subgraph | None:
-        """Of the graduated skills whose source tasks are like ``task`` (similarity at
-        least ``mature_similarity``), the one with the best replay record (eta), then the
-        most similar, with its own subgraph (:meth:`skill_subgraph`); None if there is
-        none."""
+        """The graduated skills whose source tasks are like ``task`` (similarity at least
+        ``mature_similarity``), best replay record (eta) first, then the most similar, with
+        their own subgraph (:meth:`skills_subgraph`); None if there is none. Every such
+        skill is shown, not only the best: tasks alike in wording can need different
+        procedures (one recipe slices, another fries), and a skill alone lacks the others'
+        steps."""
         if self.config.mature_similarity <= 0:
             return None
         grads = [
@@ -211,49 +214,51 @@ class TaskFlow:
         if not near:
             return None
 
-        # Of the skills made for tasks like this one, the one whose replays succeeded most
-        # (its stored eta over its source episodes, Laplace-smoothed: 7 of 7 is stronger
-        # evidence than 3 of 3), then the most similar.
+        # The skill whose replays succeeded most first (its stored eta over its source
+        # episodes, Laplace-smoothed: 7 of 7 is stronger evidence than 3 of 3), then the
+        # most similar.
         def record(n: Node) -> tuple[float, float]:
             runs = len(n.data.get("source_episodes", []))
             wins = float(n.data.get("eta", 0.0)) * runs
             return (wins + 1) / (runs + 2), sims[n.id]
 
-        best = max(near, key=record)
-        sim = sims[best.id]
-        semantic, episodic = self.skill_subgraph(best, scope)
+        ranked = sorted(near, key=record, reverse=True)
+        semantic, episodic = self.skills_subgraph(ranked, scope)
         return Subgraph(
             task,
             semantic,
             episodic,
-            (ScoredNode(best, sim, f"mature skill, similarity {sim:.2f}"),),
+            tuple(
+                ScoredNode(n, sims[n.id], f"mature skill, similarity {sims[n.id]:.2f}")
+                for n in ranked
+            ),
         )
 
-    def skill_subgraph(
-        self, skill: Node, scope: Scope
+    def skills_subgraph(
+        self, skills: Sequence[Node], scope: Scope
     ) -> tuple[tuple[ScoredNode, ...], tuple[ScoredNode, ...]]:
-        """A skill's own subgraph, read along its edges with no search: the episodes it was
-        distilled from (those that followed it most closely first, ``top_k_episodic``) and
-        the facts they grounded (by total ground weight, ``top_k_semantic``). Activating
-        a mature skill shows what its episodes met (where things were), not the skill
-        alone."""
+        """The skills' own subgraph, read along their edges with no search: the episodes
+        they were distilled from (those that followed a skill most closely first,
+        ``top_k_episodic``) and the facts those grounded (by total ground weight,
+        ``top_k_semantic``). Activating mature skills shows what their episodes met (where
+        things were), not the steps alone."""
         cfg = self.config
-        distilled = sorted(
-            self.graph.edges("distill", dst=[skill.id], scope=scope), key=lambda e: -e.weight
-        )
-        episodes = self.graph.get_nodes([e.src for e in distilled])
-        distilled = [e for e in distilled if e.src in episodes][: cfg.top_k_episodic]
+        follows: dict[str, float] = {}  # episode -> how closely it followed its skill
+        for e in self.graph.edges("distill", dst=[s.id for s in skills], scope=scope):
+            follows[e.src] = max(follows.get(e.src, 0.0), e.weight)
+        episodes = self.graph.get_nodes(list(follows))
+        shown = sorted((i for i in follows if i in episodes), key=lambda i: -follows[i])
+        shown = shown[: cfg.top_k_episodic]
         grounded: dict[str, float] = {}
-        for e in self.graph.edges("ground", dst=[e.src for e in distilled], scope=scope):
+        for e in self.graph.edges("ground", dst=shown, scope=scope):
             grounded[e.src] = grounded.get(e.src, 0.0) + e.weight
         ranked = sorted((i for i in grounded if grounded[i] > 0), key=lambda i: -grounded[i])
         facts = self.graph.get_nodes(ranked)
         # Scores on Stage I's scales: an episode's is how closely it followed the skill
         # (the distill weight, 0-1), a fact's the share of those episodes that grounded it.
-        n = len(distilled) or 1
+        n = len(shown) or 1
         episodic = tuple(
-            ScoredNode(episodes[e.src], e.weight, "distilled into the mature skill")
-            for e in distilled
+            ScoredNode(episodes[i], follows[i], "distilled into a mature skill") for i in shown
         )
         semantic = tuple(
             ScoredNode(facts[i], min(1.0, grounded[i] / n), "grounded by its episodes")
