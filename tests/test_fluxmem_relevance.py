@@ -242,3 +242,39 @@ def test_a_plan_wanting_a_thing_out_of_view_looks_inside_what_is_closed() -> Non
             "take knife",
             "slice carrot",
         )
+
+
+class _Closet(TWXWorld):
+    """One thing and four places; only the box is its place. Anywhere else lowers the
+    score and leaves the thing free to be taken again."""
+
+    PLACES = ("bed", "chair", "sink", "box")
+
+    def __init__(self) -> None:  # no engine: nothing to start
+        self.game = Game("closet", 0, "Tidy up.", "", [])
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.held = False
+        self.game = Game(name, seed, "Tidy up.", "You see a shirt.", ["take shirt"], ["Tidy up."])
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        feedback = ""
+        if action == "take shirt":
+            self.held, feedback = True, "Your score went up."
+        elif action.startswith("put"):
+            self.held = False
+            g.done = g.success = action == "put shirt in box"
+            feedback = "The task is complete." if g.done else "Your score went down."
+        g.valid = [f"put shirt in {p}" for p in self.PLACES] if self.held else ["take shirt"]
+        return Turn("Done.", g.valid, 1.0 if g.done else 0.0, g.done, False, feedback)
+
+
+def test_a_thing_put_in_a_wrong_place_is_taken_back_until_its_place_is_found() -> None:
+    for seed in range(10):
+        result = Player(_Closet(), 20, seed).play("closet", {}, 0, "test", ())
+        assert result.success, result.actions
+        wrong = [a for a in result.actions if a.startswith("put") and not a.endswith("box")]
+        assert len(set(wrong)) == len(wrong)  # no wrong place tried twice
+        assert result.actions.count("take shirt") == len(wrong) + 1

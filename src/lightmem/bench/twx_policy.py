@@ -175,7 +175,8 @@ class Player:
             states.append((frozenset(turn.valid), turn.score))
             # Never the same action twice, unless it scored and a later action that scored
             # nothing made it available again (the carrot put down can be taken again; the
-            # shirt put in its place is not taken out), then once more.
+            # shirt put in its place is not taken out), then once more; as often as a later
+            # action that lowered the score made it available (put in a wrong place).
             uses[action] += 1
             tried.add(action)
             # A reply that reads like the opening "look around" (its first words) but
@@ -187,6 +188,10 @@ class Player:
                 scene = first
             if text.endswith(SCORED):
                 gained.add(action)
+            elif text.endswith(LOWERED):
+                # A wrong place (the shirt in the sink): take it back to try another place
+                # as often as it takes; the wrong put is not tried again (tabu below).
+                tried -= {a for a in opened[-1] if a in gained}
             else:
                 tried -= {a for a in opened[-1] if a in gained and uses[a] < 2}
             if opened[-1] & gained:
