@@ -278,3 +278,36 @@ def test_a_thing_put_in_a_wrong_place_is_taken_back_until_its_place_is_found() -
         wrong = [a for a in result.actions if a.startswith("put") and not a.endswith("box")]
         assert len(set(wrong)) == len(wrong)  # no wrong place tried twice
         assert result.actions.count("take shirt") == len(wrong) + 1
+
+
+class _Corridor(TWXWorld):
+    """Four rooms in a row, the coin in the last; the agent starts in the second."""
+
+    def __init__(self) -> None:  # no engine: nothing to start
+        self.game = Game("corridor", 0, "Find the coin.", "", [])
+
+    def _valid(self) -> list[str]:
+        acts = ["look around"]
+        acts += ["move west"] if self.room > 0 else []
+        acts += ["move east"] if self.room < 3 else ["take coin"]
+        return acts
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.room = 1
+        self.game = Game(name, seed, "Find the coin.", "", [], ["Find the coin."])
+        self.game.valid = self._valid()
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        self.room += {"move east": 1, "move west": -1}.get(action, 0)
+        g.done = g.success = action == "take coin"
+        g.valid = self._valid()
+        text = f"This is room {self.room}. Exits lead on."
+        return Turn(text, g.valid, 1.0 if g.done else 0.0, g.done, False, "")
+
+
+def test_the_explorer_walks_on_when_nothing_here_is_untried() -> None:
+    for seed in range(10):
+        result = Player(_Corridor(), 40, seed).play("corridor", {}, 0, "test", ())
+        assert result.success, result.actions

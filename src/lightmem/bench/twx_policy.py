@@ -147,6 +147,8 @@ class Player:
         # "tried" per state: "move south" from another room is another move.
         moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
         uses: Counter[str] = Counter()
+        visits: Counter[str] = Counter()  # times each scene was entered
+        leads: dict[tuple[str, str], str] = {}  # (scene, move) -> the scene it led to
         gained: set[str] = set()  # actions the game scored in this attempt
         last = ""
         scene = ""  # the first sentence of the latest scene description
@@ -164,7 +166,15 @@ class Player:
                 else self._choose(game, plans, outcomes, done_here, seen, rng, actions)
             )
             if action is None:
-                break
+                # Nothing untried here: walk on rather than stop with steps left (the rooms
+                # beyond may hold what is sought), toward the scene seen least (one never
+                # reached from here counts as unseen).
+                ways = sorted(a for a in game.valid if a in moving and a not in self.tabu)
+                if not ways:
+                    break
+                seen_by = {a: visits[leads.get((scene, a), "")] for a in ways}
+                least = min(seen_by.values())
+                action = rng.choice([a for a in ways if seen_by[a] == least])
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
@@ -185,7 +195,10 @@ class Player:
             if scene and first.split()[:3] == scene.split()[:3] and first != scene:
                 moving.setdefault(action, set()).add(here)
             if look or action in moving:
+                if action in moving:
+                    leads[(scene, action)] = first
                 scene = first
+                visits[scene] += 1
             if text.endswith(SCORED):
                 gained.add(action)
             elif text.endswith(LOWERED):
