@@ -194,6 +194,33 @@ def test_times_without_a_year_stay_yearless_until_anchored() -> None:
 
 
 @pytest.mark.parametrize(
+    ("said", "text", "label"),
+    [
+        # the nearest October is behind 2 March 2024, but one signs up for what is ahead
+        (date(2024, 3, 2), "I finally signed up for the half marathon in October.", "2024"),
+        (date(2024, 3, 2), "I ran a race in October.", "2023"),  # nearest, and no cue
+        (date(2024, 3, 2), "We'll be in Porto on 12 November", "2024"),
+        # the nearest January is ahead of 20 November 2023, but "went" is behind
+        (date(2023, 11, 20), "We went to Japan in January.", "2023"),
+        (date(2023, 11, 20), "It was cold in the first week of January", "2023"),
+        # an -ed adjective is no past: the nearest April stays
+        (date(2024, 3, 2), "I am so excited about the trip in April.", "2024"),
+        # both kinds of cue in the clause: the nearest
+        (date(2024, 3, 2), "I went and booked the race in October.", "2023"),
+        # the cue of another clause does not count
+        (date(2024, 3, 2), "I will call you. The race in October was hard", "2023"),
+        # the month said in is itself, whatever the clause says
+        (date(2024, 3, 2), "I will rest in March.", "March 2024"),
+    ],
+)
+def test_a_month_without_its_year_takes_the_side_its_clause_says(
+    said: date, text: str, label: str
+) -> None:
+    (mention,) = find_times(text, said)
+    assert isinstance(mention.span, TimeSpan) and label in mention.span.label()
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "I may go, you may not",  # the verb, not the month

@@ -12,8 +12,10 @@ Conventions: weeks run Monday to Sunday; "last <weekday>" is the latest such day
 anchor, "next <weekday>" the first after it, "this <weekday>" the one in the anchor's week;
 "last week/weekend/month/year" is the calendar unit before the anchor's; "N weeks ago" is the
 week holding the day N weeks back; "a few" is 2-4 and "several" 3-6 units (a "span");
-"the past week/month/year" is the days up to the anchor. Month names count only when
-capitalised ("May", not "may").
+"the past week/month/year" is the days up to the anchor; a month or day named without a
+year is its occurrence nearest the anchor unless its clause places it ahead ("will",
+"signed up") or behind ("went", "ago"). Month names count only when capitalised ("May",
+not "may").
 
 :func:`said_label` writes a span for the context beside the day it was said: a week, a
 weekend or a weekday named relative to that day as that relation ("week before 9 June
@@ -235,16 +237,61 @@ def _month_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
     return month_span(anchor.year, month)
 
 
-def _yearless(span: YearlessSpan, anchor: date | None) -> Resolved:
-    return span.nearest(anchor) if anchor is not None else span
+def _yearless(span: YearlessSpan, anchor: date | None, m: re.Match[str]) -> Resolved:
+    """A month or day named without a year: the occurrence nearest the day said, unless
+    the words around it say which side of that day it lies on (:func:`_leaning`)."""
+    if anchor is None:
+        return span
+    nearest = span.nearest(anchor)
+    if nearest.start <= anchor <= nearest.end:  # the day said is in it: no side to take
+        return nearest
+    lean = _leaning(m)
+    spans = [span.in_year(anchor.year + k) for k in (-1, 0, 1)]
+    if lean == "future" and nearest.end < anchor:
+        return min((s for s in spans if s.start > anchor), key=_first_day)
+    if lean == "past" and nearest.start > anchor:
+        return max((s for s in spans if s.end < anchor), key=_first_day)
+    return nearest
 
 
-def _date(day: str, month_token: str, year: str | None, anchor: date | None) -> Resolved | None:
+# Words that place what a clause tells ahead of the day it was said ("I signed up for the
+# half marathon in October", said in March), or behind it ("we went to Japan in January",
+# said in November). Only unambiguous ones: a verb in -ed can be an adjective ("excited
+# about the trip in April"), and a clause holding both kinds keeps the nearest occurrence.
+_AHEAD = re.compile(
+    r"\b(?:will|won['’]t|shall|going\s+to|gonna|plan(?:s|ning|ned)?\s+(?:to|for|on)"
+    r"|hop(?:e|es|ing)\s+to|can['’]t\s+wait|look(?:ing)?\s+forward|upcoming|coming\s+up"
+    r"|sign(?:ed|ing)?\s+up|register(?:ed|ing)?\s+for|booked|scheduled)\b|\w['’]ll\b",
+    re.I,
+)
+_BEHIND = re.compile(
+    r"\b(?:was|were|did|didn['’]t|had|went|came|saw|took|ran|met|spent|left|bought|gave"
+    r"|found|finished|visited|attended|celebrated|returned|travell?ed|stayed|ago)\b",
+    re.I,
+)
+_CLAUSE_END = re.compile(r"[.!?;\n]")
+
+
+def _leaning(m: re.Match[str]) -> str | None:
+    """``"future"`` or ``"past"`` if the clause holding the match says which, else None."""
+    text = m.string
+    starts = [x.end() for x in _CLAUSE_END.finditer(text, 0, m.start())]
+    after = _CLAUSE_END.search(text, m.end())
+    clause = text[starts[-1] if starts else 0 : after.start() if after else len(text)]
+    ahead, behind = bool(_AHEAD.search(clause)), bool(_BEHIND.search(clause))
+    if ahead != behind:
+        return "future" if ahead else "past"
+    return None
+
+
+def _date(
+    day: str, month_token: str, year: str | None, anchor: date | None, m: re.Match[str]
+) -> Resolved | None:
     month = _month(month_token)
     if month is None or not 1 <= int(day) <= 31:
         return None
     if year is None:
-        return _yearless(YearlessSpan(month, int(day), int(day)), anchor)
+        return _yearless(YearlessSpan(month, int(day), int(day)), anchor, m)
     try:
         return day_span(date(int(year), month, int(day)))
     except ValueError:
@@ -252,7 +299,7 @@ def _date(day: str, month_token: str, year: str | None, anchor: date | None) -> 
 
 
 def _dmy(m: re.Match[str], anchor: date | None) -> Resolved | None:
-    return _date(m["day"], m["month"], m["year"], anchor)
+    return _date(m["day"], m["month"], m["year"], anchor, m)
 
 
 def _iso(m: re.Match[str], _anchor: date | None) -> Resolved | None:
@@ -269,7 +316,7 @@ def _month_year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
 
 def _bare_month(m: re.Match[str], anchor: date | None) -> Resolved | None:
     month = _month(m["month"])
-    return _yearless(YearlessSpan(month), anchor) if month else None
+    return _yearless(YearlessSpan(month), anchor, m) if month else None
 
 
 def _week_of_month(m: re.Match[str], anchor: date | None) -> Resolved | None:
@@ -278,7 +325,7 @@ def _week_of_month(m: re.Match[str], anchor: date | None) -> Resolved | None:
         return None
     first = {"first": 1, "second": 8, "third": 15, "fourth": 22}.get(m["nth"].lower(), -7)
     part = YearlessSpan(month, first, first + 6 if first > 0 else -1)
-    return part.in_year(int(m["year"])) if m["year"] else _yearless(part, anchor)
+    return part.in_year(int(m["year"])) if m["year"] else _yearless(part, anchor, m)
 
 
 def _year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
