@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
-from lightmem.bench.twx_policy import Plan, Player, _relevant, plans_from
+from lightmem.bench.twx_policy import Plan, Player, mattered, plans_from
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Outcomes, Run, bind, induce
 from lightmem.fluxmem.types import Node
@@ -148,7 +148,7 @@ def test_the_player_keeps_what_scored_and_what_enabled_it() -> None:
     states = [(a, 0.0), (b, 0.0), (c, 1.0), (b, 1.0), (c, 1.0), (frozenset(), 2.0)]
     # The fridge opened for the carrot that scored; the put and the second take went round
     # in a circle: the cooking is owed to the first take.
-    assert _relevant(acts, obs, [""] * 5, opened, states) == (0, 1, 4)
+    assert mattered(acts, obs, [""] * 5, opened, states) == (0, 1, 4)
 
 
 class _Shelf(TWXWorld):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
+from lightmem.bench.twx_llm import LLMPlayer, scored
 from lightmem.bench.twx_policy import Plan, Player, plans_from
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.config import FluxMemConfig
@@ -40,6 +41,8 @@ from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.slots import Outcomes
 from lightmem.fluxmem.stage3 import SkillDraft
 from lightmem.fluxmem.types import Node, StepResult
+from lightmem.ledger import Ledger
+from lightmem.llm.base import LLMClient
 
 ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
 MATURE_SIMILARITY = 0.8
@@ -62,8 +65,11 @@ def run(
     step_limit: int = 50,
     reasoner: Reasoner | None = None,
     episodes: int = EPISODES_SHOWN,
+    policy: LLMClient | None = None,
 ) -> dict[str, Any]:
-    """Every game type x sample x arm; medians over the samples."""
+    """Every game type x sample x arm; medians over the samples. With ``policy`` a model
+    chooses every action (:class:`~lightmem.bench.twx_llm.LLMPlayer`), else the
+    programmatic player does."""
     out: dict[str, Any] = {
         "env": "twx",
         "train": train,
@@ -72,6 +78,7 @@ def run(
         "rounds": rounds,
         "step_limit": step_limit,
         "episodes_shown": episodes,
+        "policy": "programmatic" if policy is None else f"llm:{policy.name}",
         "games": {},
     }
     started = time.perf_counter()
@@ -83,7 +90,9 @@ def run(
                 tr = [train_ids[(s * train + i) % len(train_ids)] for i in range(train)]
                 te = [test_ids[(s * test + i) % len(test_ids)] for i in range(test)]
                 samples.append(
-                    _sample(w, name, params, s, tr, te, rounds, step_limit, reasoner, episodes)
+                    _sample(
+                        w, name, params, s, tr, te, rounds, step_limit, reasoner, episodes, policy
+                    )
                 )
             out["games"][name] = {"params": dict(params), **_medians(samples), "samples": samples}
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -132,6 +141,7 @@ def _sample(
     step_limit: int,
     reasoner: Reasoner | None,
     episodes: int,
+    policy: LLMClient | None,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"sample": sample}
     res["gold_steps"] = round(
@@ -140,20 +150,25 @@ def _sample(
     config = FluxMemConfig(top_k_episodic=episodes)
     # A fresh player per game: a player's short-term memory (what scored, what failed) is
     # of one game's attempts, and carried to the next game it would be memory by the back door.
-    firsts = [Player(w, step_limit, sample).play(name, params, s, "test", ()) for s in test]
-    res["no_memory"] = _score(firsts, firsts, 0)
+    start = _calls(policy)
+    if policy is None:
+        firsts = [Player(w, step_limit, sample).play(name, params, s, "test", ()) for s in test]
+    else:
+        model = LLMPlayer(w, step_limit, policy)
+        firsts = [model.play(name, params, s, "test", "") for s in test]
+    res["no_memory"] = _score(firsts, firsts, _calls(policy) - start)
     with tempfile.TemporaryDirectory(prefix="lightmem-twx-") as tmp:
         for arm in ("stage1", "stage1_2", "stage1_2_3"):
             path = Path(tmp) / f"{arm}.db"
             with FluxMemAgent.open(path, reasoner=reasoner, config=config) as agent:
-                start = _llm_calls(agent)
-                bench = _Bench(agent, w, name, params, step_limit, sample)
+                start = _llm_calls(agent, policy)
+                bench = _Bench(agent, w, name, params, step_limit, sample, policy)
                 for s in train:
                     bench.task(s, "train", 0 if arm == "stage1" else rounds)
                 extra: dict[str, Any] = {}
                 if arm == "stage1_2_3":
                     extra = _consolidated(agent, bench)
-                trained = _llm_calls(agent) - start
+                trained = _llm_calls(agent, policy) - start
             arms = [(arm, path, config)]
             if arm == "stage1_2_3":
                 # The mature arm plays on its own copy of the consolidated graph: the I+II+III
@@ -164,11 +179,11 @@ def _sample(
                 arms.append(("stage1_2_3_mature", twin, mature))
             for arm_name, db, cfg in arms:
                 with FluxMemAgent.open(db, reasoner=reasoner, config=cfg) as a:
-                    start = _llm_calls(a)
-                    tb = _Bench(a, w, name, params, step_limit, sample)
+                    start = _llm_calls(a, policy)
+                    tb = _Bench(a, w, name, params, step_limit, sample, policy)
                     first = [tb.first(s) for s in test]
                     retry = [tb.task(s, "test", 0 if arm == "stage1" else rounds) for s in test]
-                    llm = trained + _llm_calls(a) - start
+                    llm = trained + _llm_calls(a, policy) - start
                 res[arm_name] = {**_score(first, retry, llm), **extra}
                 # The median: the first context after opening the store also loads it.
                 res[arm_name]["stage1_ms_per_task"] = round(statistics.median(tb.context_ms), 2)
@@ -218,9 +233,11 @@ class _Bench:
         params: Mapping[str, int],
         step_limit: int,
         sample: int,
+        policy: LLMClient | None = None,
     ) -> None:
         self.agent, self.w, self.name, self.params = agent, w, name, params
         self.step_limit, self.sample = step_limit, sample
+        self.llm = None if policy is None else LLMPlayer(w, step_limit, policy)
         self.seed_of: dict[str, tuple[int, str]] = {}
         self.context_ms: list[float] = []  # per first attempt: what memory took to answer
         self.meaning = Meaning(agent.embedder)
@@ -247,13 +264,18 @@ class _Bench:
         last: list[StepResult] = []
 
         def execute(context: str) -> StepResult:
-            plans, outcomes = self._plans(context)
-            result = player.play(self.name, self.params, seed, fold, plans, outcomes)
+            if self.llm is None:
+                plans, outcomes = self._plans(context)
+                result = player.play(self.name, self.params, seed, fold, plans, outcomes)
+                gained = player.scored
+            else:
+                result = self.llm.play(self.name, self.params, seed, fold, context)
+                gained = scored(result)
             last.append(result)
             if not result.success and isinstance(result.feedback, str):
                 # The game's verdict is something the agent read: a fact Stage II can link.
-                scored = ", ".join(player.scored) or "nothing"
-                note = f"{self.name} game {fold} {seed}: {result.feedback} It scored: {scored}."
+                scored_ = ", ".join(gained) or "nothing"
+                note = f"{self.name} game {fold} {seed}: {result.feedback} It scored: {scored_}."
                 self.agent.add_knowledge(note, source=f"twx:{self.name}:{fold}:{seed}")
             return result
 
@@ -276,6 +298,8 @@ class _Bench:
         mature = self.agent.mature_subgraph(text)
         context = self.agent.context(text) if mature is None else serialize(mature)
         self.context_ms.append(1000 * (time.perf_counter() - t0))
+        if self.llm is not None:
+            return self.llm.play(self.name, self.params, seed, "test", context)
         plans, outcomes = self._plans(context)
         return self._player().play(self.name, self.params, seed, "test", plans, outcomes)
 
@@ -284,6 +308,8 @@ class _Bench:
         seed, fold = self.seed_of.get(task, (-1, "train"))
         if seed < 0:
             return StepResult(None, "unknown task", False)
+        if self.llm is not None:  # the model, shown the skill alone
+            return self.llm.play(self.name, self.params, seed, fold, f"A skill: {skill}")
         plan = Plan(tuple(skill.steps), skill.slots, "replay")
         return self._player().play(self.name, self.params, seed, fold, [plan])
 
@@ -292,11 +318,20 @@ def _ids(context: str) -> list[str]:
     return re.findall(r'<(?:skill|episode) id="([0-9a-f]+)"', context)
 
 
-def _llm_calls(agent: FluxMemAgent) -> int:
-    """Model calls so far in the ledgers (the embedder's, and the reasoner's client's,
-    which arms share: callers take differences)."""
+def _llm_calls(agent: FluxMemAgent, policy: LLMClient | None = None) -> int:
+    """Model calls so far in the ledgers of the agent's embedder, its reasoner's client and
+    the policy (arms share the last two: callers take differences)."""
+    clients = [getattr(agent.reasoner, "client", None), policy]
     ledgers = [agent.embedder.ledger]
-    client = getattr(agent.reasoner, "client", None)
-    if client is not None and client.ledger is not agent.embedder.ledger:
-        ledgers.append(client.ledger)
-    return sum(r.calls for ledger in ledgers for r in ledger.totals() if r.kind == "llm")
+    for c in clients:
+        if isinstance(c, LLMClient) and all(c.ledger is not x for x in ledgers):
+            ledgers.append(c.ledger)
+    return sum(_ledger_calls(x) for x in ledgers)
+
+
+def _calls(policy: LLMClient | None) -> int:
+    return 0 if policy is None else _ledger_calls(policy.ledger)
+
+
+def _ledger_calls(ledger: Ledger) -> int:
+    return sum(r.calls for r in ledger.totals() if r.kind == "llm")

@@ -215,7 +215,7 @@ class Player:
                 self.scored.append(action)
             elif text.endswith(LOWERED):
                 self.tabu.add(action)
-        relevant = _relevant(actions, observations, docs, opened, states)
+        relevant = mattered(actions, observations, docs, opened, states)
         result = (tuple(actions), tuple(observations), tuple(docs), relevant)
         if game.success:
             return StepResult(game.score, None, True, *result)
@@ -409,7 +409,7 @@ def _named(text: str, thing: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(thing.lower())}(?![\w-])", text) is not None
 
 
-def _relevant(
+def mattered(
     actions: Sequence[str],
     observations: Sequence[str],
     docs: Sequence[str],

@@ -48,7 +48,7 @@ def add_bench_parser(sub: Any) -> None:
     fm.add_argument(
         "--llm",
         action="store_true",
-        help="twx: FluxMem's judgements by the configured LLM (the player stays programmatic)",
+        help="twx: the configured LLM chooses every action and makes FluxMem's judgements",
     )
     fm.add_argument("--plot", help="write the PEMS curves as a PNG here")
     fm.add_argument("--scale", action="store_true", help="also time Stage I on 10k facts")
@@ -109,7 +109,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
         args.train, args.test = args.train or 20, args.test or 20
         games = twx_env.parse_games(args.games, args.param)
-        reasoner = None
+        reasoner, policy = None, None
         if args.llm:
             from lightmem.fluxmem import LLMReasoner
 
@@ -117,7 +117,8 @@ def run_bench(args: argparse.Namespace) -> int:
             client = build_llm(
                 parse_config({"memory_manager": mm or {"model_name": "openai"}}), Ledger()
             )
-            reasoner = LLMReasoner(client) if client is not None else None
+            if client is not None:
+                reasoner, policy = LLMReasoner(client), client
         result = fluxmem_twx.run(
             games,
             seeds=args.seeds,
@@ -126,6 +127,7 @@ def run_bench(args: argparse.Namespace) -> int:
             test=args.test,
             rounds=args.rounds,
             reasoner=reasoner,
+            policy=policy,
         )
         if args.out:
             Path(args.out).write_text(json.dumps(result, indent=1))

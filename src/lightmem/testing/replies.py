@@ -18,7 +18,8 @@ class ScriptedLLM:
     prompt resolved for the turn, or ""); event extraction makes one
     event per day binding those facts, each following the one before; update deletes an
     earlier memory whose words all appear in the newer one and ignores the rest; FluxMem's
-    prompts get the offline reasoner's answers.
+    prompts get the offline reasoner's answers; a text game's next action is the first
+    valid one not yet taken that the memory names.
     """
 
     def __init__(self) -> None:
@@ -39,6 +40,8 @@ class ScriptedLLM:
         system = str(messages[0]["content"])
         if '{"scores"' in system or '{"steps"' in system or '"kind": "missing' in system:
             return _fluxmem(system, json.loads(body))
+        if '{"action": <the number' in system:
+            return json.dumps({"action": _game_action(json.loads(body))})
         if '{"label": "CORRECT"}' in system:
             gold = body.split("GOLD: ", 1)[1].split("\n", 1)[0]
             said = body.split("GENERATED: ", 1)[1].split("\n", 1)[0]
@@ -83,6 +86,17 @@ class ScriptedLLM:
             {"from": f"e{i}", "to": f"e{i + 1}", "type": "follows"} for i in range(len(events) - 1)
         ]
         return json.dumps({"events": events, "relations": relations})
+
+
+def _game_action(data: dict[str, Any]) -> int:
+    """A text game's next action: the first valid one not yet taken whose every word the
+    memory names, else the first not yet taken, else the first."""
+    taken = {s["action"] for s in data["steps"]}
+    memory = set(content_terms(data["memory"]))
+    valid = [v.split(": ", 1) for v in data["valid"]]
+    fresh = [(int(i), a) for i, a in valid if a not in taken]
+    known = [i for i, a in fresh if set(content_terms(a)) <= memory]
+    return (known or [i for i, _ in fresh] or [0])[0]
 
 
 def _update(item: dict[str, Any]) -> list[dict[str, str]]:

@@ -1,0 +1,143 @@
+"""The LLM policy of ``bench fluxmem --env twx --llm``: at each step the model reads the
+task, the memory FluxMem gave (the Stage I context, a mature skill's subgraph, or a skill
+being replayed), the latest steps and the valid actions, and names one by its number.
+
+Every call goes through the client's ledger (op ``twx.act``). The answer is constrained to
+the numbers of the valid actions (a bounded schema); a request too long for the model's
+context is fitted by cutting the memory, then the steps shown, never the valid actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightmem.bench.twx_env import TWXWorld
+from lightmem.bench.twx_policy import SCORED, mattered
+from lightmem.fluxmem.types import StepResult
+from lightmem.llm.base import ChatMessage, InvalidReply, LLMClient
+from lightmem.llm.schema import OutputSchema, bounded, cut_to_tokens, prompt_tokens_bound
+from lightmem.sanitize import DATA_RULE, fence
+
+__all__ = ["LLMPlayer", "action_schema", "build", "parse_action", "scored"]
+
+VERSION = "twx_act/1"
+
+SYSTEM = f"""You play a text game to complete its task. {DATA_RULE}
+Input: {{"task": ..., "memory": ..., "steps": [{{"action": ..., "reply": ...}}, ...],
+"valid": ["0: <action>", ...]}}. "memory" is what your memory recalls of similar games
+(facts, past runs, skills); "steps" are your latest actions in this game and what the game
+replied. Choose the next action from "valid".
+Answer with only a JSON object: {{"action": <the number of one valid action>}}"""
+
+#: Latest steps shown to the model (older ones are in its memory's episodes, not here).
+STEPS_SHOWN = 12
+
+
+class LLMPlayer:
+    """Plays one game attempt with a model choosing every action."""
+
+    def __init__(
+        self, world: TWXWorld, step_limit: int, client: LLMClient, steps_shown: int = STEPS_SHOWN
+    ) -> None:
+        self.world = world
+        self.step_limit = step_limit
+        self.client = client
+        self.steps_shown = steps_shown
+
+    def play(
+        self, game_name: str, params: Mapping[str, int], seed: int, fold: str, memory: str
+    ) -> StepResult:
+        """One attempt at the game, ``memory`` shown at every step ("" for none)."""
+        game = self.world.reset(game_name, params, seed, fold)
+        actions: list[str] = []
+        observations: list[str] = []
+        docs: list[str] = []
+        opened: list[set[str]] = []
+        states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
+        while not game.done and len(actions) < self.step_limit and game.valid:
+            steps = [{"action": a, "reply": o} for a, o in zip(actions, observations, strict=True)]
+            valid = list(game.valid)
+            action = valid[self._choose(game.task, memory, steps[-self.steps_shown :], valid)]
+            n_read, before = len(game.reads), set(game.valid)
+            turn = self.world.step(action)
+            actions.append(action)
+            observations.append(f"{turn.observation} {turn.feedback}".strip())
+            docs.append(game.reads[-1] if len(game.reads) > n_read else "")
+            opened.append(set(turn.valid) - before)
+            states.append((frozenset(turn.valid), turn.score))
+        relevant = mattered(actions, observations, docs, opened, states)
+        result = (tuple(actions), tuple(observations), tuple(docs), relevant)
+        if game.success:
+            return StepResult(game.score, None, True, *result)
+        if observations and observations[-1].endswith("The task failed."):
+            verdict = f"The task failed after '{actions[-1]}'."
+        else:
+            verdict = (
+                f"The task was not completed in {len(actions)} steps (score {game.score:.2f})."
+            )
+        return StepResult(game.score, verdict, False, *result)
+
+    def _choose(self, task: str, memory: str, steps: list[dict[str, str]], valid: list[str]) -> int:
+        output = action_schema(len(valid))
+        messages = self._fitted(task, memory, steps, valid, output)
+
+        def parse(obj: Any) -> int:
+            return parse_action(obj, len(valid))
+
+        return self.client.complete_json(messages, parse, op="twx.act", output=output)
+
+    def _fitted(
+        self,
+        task: str,
+        memory: str,
+        steps: list[dict[str, str]],
+        valid: list[str],
+        output: OutputSchema,
+    ) -> list[ChatMessage]:
+        """The prompt, with the memory cut (then the oldest steps dropped) until it fits."""
+        messages = build(task, memory, steps, valid)
+        while not self.client.fits(messages, output) and (memory or steps):
+            if memory:
+                keep = prompt_tokens_bound(memory) // 2
+                memory = cut_to_tokens(memory, keep) if keep > 16 else ""
+            else:
+                steps = steps[1:]
+            messages = build(task, memory, steps, valid)
+        return messages
+
+
+def build(
+    task: str, memory: str, steps: Sequence[Mapping[str, str]], valid: Sequence[str]
+) -> list[ChatMessage]:
+    data = {
+        "task": task,
+        "memory": memory,
+        "steps": [dict(s) for s in steps],
+        "valid": [f"{i}: {a}" for i, a in enumerate(valid)],
+    }
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": fence(data)}]
+
+
+def action_schema(n: int) -> OutputSchema:
+    """The answer: one of the ``n`` valid actions' numbers."""
+    schema = {
+        "type": "object",
+        "properties": {"action": {"enum": list(range(n))}},
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+    return bounded("twx_action", schema)
+
+
+def parse_action(obj: Any, n: int) -> int:
+    action = obj.get("action") if isinstance(obj, dict) else None
+    if isinstance(action, bool) or not isinstance(action, int) or not 0 <= action < n:
+        raise InvalidReply(f'expected "action", the number of a valid action (0 to {n - 1})')
+    return action
+
+
+def scored(result: StepResult) -> list[str]:
+    """The actions of an attempt that the game scored (for the verdict the agent reads)."""
+    pairs = zip(result.actions, result.observations, strict=True)
+    return [a for a, o in pairs if o.endswith(SCORED)]
