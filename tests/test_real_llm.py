@@ -246,3 +246,22 @@ def test_no_request_exceeds_a_2048_token_context(server: LlamaServer, tmp_path: 
     )
     assert server.metrics()["n_tokens_max"] <= CONTEXT
     _assert_ledger_is_server(records, count)
+
+
+def test_twx_policy_answers_only_valid_actions(server: LlamaServer) -> None:
+    """The text-game policy's answer schema (an enum of action numbers) goes through a real
+    server: every step is a valid action or the call is counted unusable."""
+    from lightmem.bench.twx_llm import LLMPlayer
+    from test_twx_llm import Vault
+
+    client = _client(server)
+    with _ServerCount(server) as count:
+        try:
+            result = LLMPlayer(Vault(), 3, client).play(
+                "vault", {}, 0, "test", "Last time: pull blue lever. It opened."
+            )
+            assert 1 <= len(result.actions) <= 3 and set(result.actions) <= set(Vault.LEVERS)
+            assert len(set(result.actions)) == len(result.actions)  # a pulled lever is gone
+        except UnusableOutputError:
+            assert _items(client.ledger.totals(), "twx.act.unusable") == 1
+    _assert_ledger_is_server(client.ledger.totals(), count)

@@ -20,7 +20,7 @@ from lightmem.testing import OpenAIStubServer, ScriptedLLM
 from test_fluxmem_skills import require_twx
 
 
-class _Vault(TWXWorld):
+class Vault(TWXWorld):
     """Three levers, one opens the vault (the task is complete); the others do nothing."""
 
     LEVERS = ("pull red lever", "pull green lever", "pull blue lever")
@@ -58,10 +58,10 @@ def test_the_model_chooses_each_action_shown_the_memory(
 ) -> None:
     server, prompts = stub
     client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k")
-    player = LLMPlayer(_Vault(), 10, client)
+    player = LLMPlayer(Vault(), 10, client)
     # Without memory the scripted model takes the first lever not yet pulled.
     blind = player.play("vault", {}, 0, "test", "")
-    assert blind.success and blind.actions == _Vault.LEVERS
+    assert blind.success and blind.actions == Vault.LEVERS
     # A memory naming the blue lever: pulled first.
     recalled = player.play("vault", {}, 0, "test", "Last time: pull blue lever. It opened.")
     assert recalled.success and recalled.actions == ("pull blue lever",)
@@ -84,11 +84,11 @@ def test_a_long_memory_is_cut_to_fit_the_models_context(
     server, prompts = stub
     client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k", context_tokens=1024)
     memory = "filler words " * 5_000 + "pull blue lever"
-    assert not client.fits(build("Open the vault.", memory, [], _Vault.LEVERS), None)
-    result = LLMPlayer(_Vault(), 10, client).play("vault", {}, 0, "test", memory)
+    assert not client.fits(build("Open the vault.", memory, [], Vault.LEVERS), None)
+    result = LLMPlayer(Vault(), 10, client).play("vault", {}, 0, "test", memory)
     assert result.success
     sent = prompts[0][1]["content"]
-    assert len(sent) < len(memory) and all(lever in sent for lever in _Vault.LEVERS)
+    assert len(sent) < len(memory) and all(lever in sent for lever in Vault.LEVERS)
 
 
 def test_twx_bench_with_an_llm_policy_counts_its_calls(
