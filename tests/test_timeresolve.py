@@ -207,8 +207,26 @@ def test_times_without_a_year_stay_yearless_until_anchored() -> None:
         (date(2024, 3, 2), "I am so excited about the trip in April.", "2024"),
         # both kinds of cue in the clause: the nearest
         (date(2024, 3, 2), "I went and booked the race in October.", "2023"),
-        # the cue of another clause does not count
-        (date(2024, 3, 2), "I will call you. The race in October was hard", "2023"),
+        # the cue of another clause does not count, though it stands nearer
+        (date(2024, 3, 2), "We went. In October we will run it.", "2024"),
+        (date(2023, 11, 20), "It was in the paper, but in January the race is on", "2024"),
+        (date(2023, 11, 20), "I saw Dr. Reyes in January", "2023"),  # an abbreviation's dot
+        # the cue nearest the month decides
+        (date(2023, 11, 20), "I'll never forget when we went to Paris in January", "2023"),
+        (date(2024, 3, 2), "I'm going to run in October", "2024"),
+        # "since" and "back in" are behind, whatever the verb
+        (date(2023, 11, 20), "I've been going to the gym since January", "2023"),
+        (date(2023, 11, 20), "Back in January we will have known", "2023"),
+        (date(2023, 11, 20), "It wasn't warm in January", "2023"),
+        # no cue: a name, a noun, a plan of the past, what was found or signed up for
+        (date(2024, 3, 2), "Will and I love the beach in October", "2023"),
+        (date(2023, 11, 20), "There are only two spots left in January", "2024"),
+        (date(2024, 6, 2), "I planned to go to Rome in May, but got sick", "May 2024"),
+        (date(2023, 11, 20), "I found out the race is in January", "2024"),
+        (date(2024, 3, 2), "I signed up for the gym in January", "January 2024"),
+        # a day that is not in every year: the next year that has it
+        (date(2025, 3, 1), "I'll run on 29 February", "29 February 2028"),
+        (date(2025, 3, 1), "I ran on 29 February", "29 February 2024"),
         # the month said in is itself, whatever the clause says
         (date(2024, 3, 2), "I will rest in March.", "March 2024"),
     ],

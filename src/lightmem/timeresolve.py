@@ -13,9 +13,9 @@ anchor, "next <weekday>" the first after it, "this <weekday>" the one in the anc
 "last week/weekend/month/year" is the calendar unit before the anchor's; "N weeks ago" is the
 week holding the day N weeks back; "a few" is 2-4 and "several" 3-6 units (a "span");
 "the past week/month/year" is the days up to the anchor; a month or day named without a
-year is its occurrence nearest the anchor unless its clause places it ahead ("will",
-"signed up") or behind ("went", "ago"). Month names count only when capitalised ("May",
-not "may").
+year is its occurrence nearest the anchor unless the nearest cue of its clause places it
+ahead ("will", "signed up for the race") or behind ("went", "since"). Month names count
+only when capitalised ("May", not "may").
 
 :func:`said_label` writes a span for the context beside the day it was said: a week, a
 weekend or a weekday named relative to that day as that relation ("week before 9 June
@@ -229,11 +229,10 @@ def _month_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
     if anchor is None or month is None:
         return None
     which = m["which"].lower()
-    spans = [month_span(anchor.year + k, month) for k in (-1, 0, 1)]
     if which == "last":
-        return max((s for s in spans if s.end < anchor), key=_first_day)
+        return YearlessSpan(month).before(anchor)
     if which == "next":
-        return min((s for s in spans if s.start > anchor), key=_first_day)
+        return YearlessSpan(month).after(anchor)
     return month_span(anchor.year, month)
 
 
@@ -246,42 +245,83 @@ def _yearless(span: YearlessSpan, anchor: date | None, m: re.Match[str]) -> Reso
     if nearest.start <= anchor <= nearest.end:  # the day said is in it: no side to take
         return nearest
     lean = _leaning(m)
-    spans = [span.in_year(anchor.year + k) for k in (-1, 0, 1)]
     if lean == "future" and nearest.end < anchor:
-        return min((s for s in spans if s.start > anchor), key=_first_day)
+        return span.after(anchor)
     if lean == "past" and nearest.start > anchor:
-        return max((s for s in spans if s.end < anchor), key=_first_day)
+        return span.before(anchor)
     return nearest
 
 
-# Words that place what a clause tells ahead of the day it was said ("I signed up for the
-# half marathon in October", said in March), or behind it ("we went to Japan in January",
-# said in November). Only unambiguous ones: a verb in -ed can be an adjective ("excited
-# about the trip in April"), and a clause holding both kinds keeps the nearest occurrence.
+# Words that place what a clause tells ahead of the day it was said ("we'll be in Porto in
+# November", said in March), or behind it ("we went to Japan in January", said in
+# November). Only unambiguous ones:
+# - a verb in -ed can be an adjective ("excited about the trip in April");
+# - "booked", "signed up", "bought", "found" tell when something was done, which may be the
+#   month named or not; only the event one signs up for lies ahead (:data:`_SIGNED_UP`);
+# - "planned to" is a plan of the past ("planned to go in May, but got sick");
+# - "going to" is the verb go before a place or a person ("been going to the gym since
+#   January"); "Will" with a capital is as often a name ("Will and I").
 _AHEAD = re.compile(
-    r"\b(?:will|won['’]t|shall|going\s+to|gonna|plan(?:s|ning|ned)?\s+(?:to|for|on)"
+    r"\b(?:(?-i:will)|won['’]t|shall|gonna|(?:plans?|planning)\s+(?:to|for|on)"
+    r"|(?<!been\s)going\s+to\s+(?!(?:the|a|an|my|your|his|her|its|our|their|this|that|these"
+    r"|those|some|school|work|church|bed|town|college|class|sleep)\b)[a-z]+"
     r"|hop(?:e|es|ing)\s+to|can['’]t\s+wait|look(?:ing)?\s+forward|upcoming|coming\s+up"
-    r"|sign(?:ed|ing)?\s+up|register(?:ed|ing)?\s+for|booked|scheduled)\b|\w['’]ll\b",
+    r"|scheduled)\b|\w['’]ll\b",
     re.I,
 )
 _BEHIND = re.compile(
-    r"\b(?:was|were|did|didn['’]t|had|went|came|saw|took|ran|met|spent|left|bought|gave"
-    r"|found|finished|visited|attended|celebrated|returned|travell?ed|stayed|ago)\b",
+    r"\b(?:was|wasn['’]t|were|weren['’]t|did|didn['’]t|had|hadn['’]t|went|came|saw|took|ran"
+    r"|met|spent|gave|finished|visited|attended|celebrated|returned|travell?ed|stayed|ago)\b",
     re.I,
 )
-_CLAUSE_END = re.compile(r"[.!?;\n]")
+# Signing up, registering or booking for an event: the month dates the event, and what one
+# signs up for is ahead ("signed up for the Lisbon half marathon in October").
+_SIGNED_UP = re.compile(
+    r"\b(?:sign(?:ed|ing|s)?\s+up|register(?:ed|ing|s)?|enroll?(?:ed|ing|s)?|booked"
+    r"|bought\s+tickets)\s+(?:\w+\s+){0,2}?for\s+(?:\w+\s+){0,4}?"
+    r"(?:race|marathon|run|triathlon|class(?:es)?|course|conference|concert|show|tour|trip"
+    r"|flight|workshop|retreat|competition|tournament|exam|festival|camp|match|game)s?\b",
+    re.I,
+)
+# The phrase "since"/"back in" governs is behind, whatever the clause's verb: the words may
+# be the match's own start ("since January") or stand just before it ("since 3 May").
+_SINCE = re.compile(r"(?:since|back\s+in)\b", re.I)
+_SINCE_BEFORE = re.compile(r"\b(?:since|back\s+in)\s+(?:the\s+)?$", re.I)
+# A clause ends at a sentence's end (not an abbreviation's dot: "Dr.", "a.m.") or where
+# another clause is joined on ("..., but", "because").
+_CLAUSE_END = re.compile(
+    r"[!?;\n]|(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)(?<!\bvs)(?<!\b[ap]\.m)"
+    r"(?<!\be\.g)(?<!\bi\.e)\.(?=\s|$)"
+    r"|,\s*(?=(?:and|but|so|while|whereas|though|although|because)\b)"
+    r"|\b(?=(?:but|because|although|though|whereas)\b)",
+    re.I,
+)
 
 
 def _leaning(m: re.Match[str]) -> str | None:
-    """``"future"`` or ``"past"`` if the clause holding the match says which, else None."""
+    """``"future"`` or ``"past"`` if the clause holding the match says which, else None.
+
+    The cue nearest the time phrase decides ("I'll never forget when we went to Paris in
+    May" is behind); two at the same distance decide nothing."""
     text = m.string
+    if _SINCE.match(m[0]) or _SINCE_BEFORE.search(text, 0, m.start()):
+        return "past"
     starts = [x.end() for x in _CLAUSE_END.finditer(text, 0, m.start())]
     after = _CLAUSE_END.search(text, m.end())
-    clause = text[starts[-1] if starts else 0 : after.start() if after else len(text)]
-    ahead, behind = bool(_AHEAD.search(clause)), bool(_BEHIND.search(clause))
-    if ahead != behind:
-        return "future" if ahead else "past"
-    return None
+    lo, hi = starts[-1] if starts else 0, after.start() if after else len(text)
+    cues = sorted(
+        (_gap(x, m), lean)
+        for pattern, lean in ((_AHEAD, "future"), (_SIGNED_UP, "future"), (_BEHIND, "past"))
+        for x in pattern.finditer(text, lo, hi)
+    )
+    if not cues or (len(cues) > 1 and cues[0][0] == cues[1][0] and cues[0][1] != cues[1][1]):
+        return None
+    return cues[0][1]
+
+
+def _gap(cue: re.Match[str], m: re.Match[str]) -> int:
+    """Characters between a cue and the time phrase."""
+    return m.start() - cue.end() if cue.end() <= m.start() else max(0, cue.start() - m.end())
 
 
 def _date(

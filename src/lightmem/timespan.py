@@ -125,10 +125,33 @@ class YearlessSpan:
         )
         return TimeSpan(start, end, "day" if start == end else "span")
 
+    def occurs_in(self, year: int) -> bool:
+        """Whether every day named exists in ``year`` (29 February does not, most years)."""
+        length = calendar.monthrange(year, self.month)[1]
+        return all(d <= length for d in (self.first, self.last) if d > 0)
+
     def nearest(self, anchor: date) -> TimeSpan:
         """The occurrence closest to ``anchor`` (ties go to the past)."""
-        spans = [self.in_year(anchor.year + k) for k in (-1, 0, 1)]
-        return min(spans, key=lambda s: (_distance(s, anchor), s.start > anchor))
+        return min(self._around(anchor), key=lambda s: (_distance(s, anchor), s.start > anchor))
+
+    def after(self, anchor: date) -> TimeSpan:
+        """The first occurrence that begins after ``anchor``."""
+        return min((s for s in self._around(anchor) if s.start > anchor), key=_start)
+
+    def before(self, anchor: date) -> TimeSpan:
+        """The latest occurrence that ends before ``anchor``."""
+        return max((s for s in self._around(anchor) if s.end < anchor), key=_start)
+
+    def _around(self, anchor: date) -> list[TimeSpan]:
+        # Nine years hold two leap days either side; days no year has ("31 April") fall
+        # back to the month's last day of the neighbouring years.
+        years = range(anchor.year - 4, anchor.year + 5)
+        real = [y for y in years if self.occurs_in(y)]
+        return [self.in_year(y) for y in real or years]
+
+
+def _start(s: TimeSpan) -> date:
+    return s.start
 
 
 def _distance(s: TimeSpan, d: date) -> int:
