@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from inprocess_cli import run
+from lightmem.bench import fluxmem_twx
+from lightmem.errors import InvalidInputError
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Run, abstract, bind, induce
 from lightmem.fluxmem.stage3 import SkillDraft
@@ -257,6 +259,15 @@ def test_twx_benchmark_reports_every_arm_per_game(tmp_path: Path) -> None:
     assert coin["pems"]["replaying_below_1"] == sum(e < 1 for e in etas.values())
     # The engine's own solution: at least "look around" and "take coin".
     assert sample["gold_steps"] >= 2 and coin["median_gold_steps"] == sample["gold_steps"]
+
+
+@pytest.mark.parametrize("field", ["seeds", "train", "test", "step_limit"])
+def test_twx_benchmark_refuses_an_empty_count_naming_it(field: str) -> None:
+    # refused before the engine starts: no engine needed
+    with pytest.raises(InvalidInputError, match=f"^{field}: must be at least 1, got 0"):
+        fluxmem_twx.run({"coin": {}}, **dict[str, Any]({field: 0}))
+    with pytest.raises(InvalidInputError, match=r"^rounds: must be at least 0, got -1"):
+        fluxmem_twx.run({"coin": {}}, rounds=-1)
 
 
 def test_a_skill_still_shrinking_when_its_rounds_run_out_graduates(tmp_path: Path) -> None:

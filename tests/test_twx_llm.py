@@ -14,6 +14,7 @@ import pytest
 from inprocess_cli import run
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
 from lightmem.bench.twx_llm import LLMPlayer, build, parse_action
+from lightmem.errors import ConfigError
 from lightmem.llm import OpenAIChatClient
 from lightmem.llm.base import InvalidReply
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
@@ -111,3 +112,25 @@ def test_twx_bench_with_an_llm_policy_counts_its_calls(
     assert all(n > 0 for n in calls.values()), calls  # the model played every arm
     acts = [p for p in prompts if '{"action": <the number' in p[0]["content"]]
     assert len(acts) <= sum(calls.values())
+
+
+def test_a_step_without_a_usable_answer_is_spent_not_fatal() -> None:
+    answers = iter(["no json here", *[json.dumps({"action": 0})] * 5])
+    with OpenAIStubServer(chat_handler=lambda _messages: next(answers)) as server:
+        client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k", json_repairs=0)
+        result = LLMPlayer(Vault(), 3, client).play("vault", {}, 0, "test", "")
+    # the lost turn counts against the limit of 3: two levers pulled, the blue one not
+    assert result.actions == Vault.LEVERS[:2] and not result.success
+    assert result.feedback == "The task was not completed in 3 steps (score 0.00)."
+    unusable = {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".unusable")}
+    assert unusable == {"twx.act.unusable": 1}
+
+
+def test_a_context_too_small_for_the_valid_actions_is_a_config_error(
+    stub: tuple[OpenAIStubServer, list[list[dict[str, Any]]]],
+) -> None:
+    server, prompts = stub
+    client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k", context_tokens=200)
+    with pytest.raises(ConfigError, match="context_tokens"):
+        LLMPlayer(Vault(), 10, client).play("vault", {}, 0, "test", "memory " * 100)
+    assert prompts == []  # nothing sent with the valid actions cut

@@ -8,7 +8,9 @@ is scored on games from its test seed list (held out):
 - ``stage1_2``: training with Stage II retries (plain-text game feedback);
 - ``stage1_2_3``: as I+II, then Stage III: slotted skills, refined by replaying them on
   the training games (eta = replay success), graduating when PEMS converges;
-- ``stage1_2_3_mature``: the same memory, with graduated skills activated directly.
+- ``stage1_2_3_mature``: a copy of the I+II+III memory as consolidated (before that arm's
+  test retries), with graduated skills activated directly. Its ``llm_calls`` include the
+  training's, which it shares with ``stage1_2_3``.
 
 Every memory arm's player guesses where a thing memory has not met goes by meaning,
 through the agent's own embedder (:mod:`lightmem.fluxmem.meaning`).
@@ -33,6 +35,7 @@ from typing import Any
 from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
 from lightmem.bench.twx_llm import LLMPlayer, scored
 from lightmem.bench.twx_policy import Plan, Player, plans_from
+from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.config import FluxMemConfig
 from lightmem.fluxmem.meaning import Meaning
@@ -70,6 +73,10 @@ def run(
     """Every game type x sample x arm; medians over the samples. With ``policy`` a model
     chooses every action (:class:`~lightmem.bench.twx_llm.LLMPlayer`), else the
     programmatic player does."""
+    bounds = (("seeds", seeds, 1), ("train", train, 1), ("test", test, 1))
+    for field, n, least in (*bounds, ("step_limit", step_limit, 1), ("rounds", rounds, 0)):
+        if n < least:  # an empty fold would score 0/0
+            raise InvalidInputError(f"{field}: must be at least {least}, got {n}")
     out: dict[str, Any] = {
         "env": "twx",
         "train": train,

@@ -4,7 +4,10 @@ being replayed), the latest steps and the valid actions, and names one by its nu
 
 Every call goes through the client's ledger (op ``twx.act``). The answer is constrained to
 the numbers of the valid actions (a bounded schema); a request too long for the model's
-context is fitted by cutting the memory, then the steps shown, never the valid actions.
+context is fitted by cutting the memory, then the steps shown, never the valid actions (a
+context too small for the task and those is a :class:`~lightmem.errors.ConfigError`). A step
+whose every answer was unusable is spent without acting: the game goes on, the step counts
+against the limit, and the ledger counts it (``twx.act.unusable``).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightmem.bench.twx_env import TWXWorld
-from lightmem.bench.twx_policy import SCORED, mattered
+from lightmem.bench.twx_policy import FAILED, SCORED, mattered
+from lightmem.errors import ConfigError
 from lightmem.fluxmem.types import StepResult
-from lightmem.llm.base import ChatMessage, InvalidReply, LLMClient
+from lightmem.llm.base import ChatMessage, InvalidReply, LLMClient, UnusableOutputError
 from lightmem.llm.schema import OutputSchema, bounded, cut_to_tokens, prompt_tokens_bound
 from lightmem.sanitize import DATA_RULE, fence
 
@@ -55,10 +59,16 @@ class LLMPlayer:
         docs: list[str] = []
         opened: list[set[str]] = []
         states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
-        while not game.done and len(actions) < self.step_limit and game.valid:
+        spent = 0  # steps whose every answer was unusable: lost turns, not actions
+        while not game.done and len(actions) + spent < self.step_limit and game.valid:
             steps = [{"action": a, "reply": o} for a, o in zip(actions, observations, strict=True)]
             valid = list(game.valid)
-            action = valid[self._choose(game.task, memory, steps[-self.steps_shown :], valid)]
+            try:
+                choice = self._choose(game.task, memory, steps[-self.steps_shown :], valid)
+            except UnusableOutputError:
+                spent += 1
+                continue
+            action = valid[choice]
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             actions.append(action)
@@ -70,12 +80,11 @@ class LLMPlayer:
         result = (tuple(actions), tuple(observations), tuple(docs), relevant)
         if game.success:
             return StepResult(game.score, None, True, *result)
-        if observations and observations[-1].endswith("The task failed."):
+        if observations and observations[-1].endswith(FAILED):
             verdict = f"The task failed after '{actions[-1]}'."
         else:
-            verdict = (
-                f"The task was not completed in {len(actions)} steps (score {game.score:.2f})."
-            )
+            taken = len(actions) + spent
+            verdict = f"The task was not completed in {taken} steps (score {game.score:.2f})."
         return StepResult(game.score, verdict, False, *result)
 
     def _choose(self, task: str, memory: str, steps: list[dict[str, str]], valid: list[str]) -> int:
@@ -104,6 +113,12 @@ class LLMPlayer:
             else:
                 steps = steps[1:]
             messages = build(task, memory, steps, valid)
+        if not self.client.fits(messages, output):
+            # Cutting the valid actions would hide moves from the model (or break the data).
+            raise ConfigError(
+                f"context_tokens: {self.client.context_tokens} is too small for the game's "
+                f"task and its {len(valid)} valid actions"
+            )
         return messages
 
 

@@ -168,11 +168,17 @@ class Player:
             if action is None:
                 # Nothing untried here: walk on rather than stop with steps left (the rooms
                 # beyond may hold what is sought), toward the scene seen least (one never
-                # reached from here counts as unseen).
-                ways = sorted(a for a in game.valid if a in moving and a not in self.tabu)
+                # reached from here counts as unseen), never by a move memory says harms.
+                ways = sorted(
+                    a
+                    for a in game.valid
+                    if a in moving
+                    and a not in self.tabu
+                    and (outcomes is None or not outcomes.harmful(a, game.reads, seen))
+                )
                 if not ways:
-                    break
-                seen_by = {a: visits[leads.get((scene, a), "")] for a in ways}
+                    break  # no move known from here: nothing left to try
+                seen_by = {a: visits[leads[(scene, a)]] if (scene, a) in leads else 0 for a in ways}
                 least = min(seen_by.values())
                 action = rng.choice([a for a in ways if seen_by[a] == least])
             n_read, before = len(game.reads), set(game.valid)
