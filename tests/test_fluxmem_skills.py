@@ -19,6 +19,7 @@ from lightmem.errors import InvalidInputError
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Run, abstract, bind, induce
 from lightmem.fluxmem.stage3 import SkillDraft
+from lightmem.types import Edge
 
 TASK = "You are hungry! Cook a meal. Check the cookbook for the recipe."
 FRIDGE = "You open the fridge. It holds a {a} and a {b}."
@@ -217,6 +218,48 @@ def test_every_mature_skill_like_the_task_is_activated_best_record_first(
         assert sorted(shown) == sorted(runs) and runs[shown[0]] > runs[shown[1]]
         sources = {e for n in skills for e in n.data["source_episodes"]}
         assert {e.node.id for e in sub.episodic} == sources
+        bigger = agent.graph.get_nodes(
+            next(n for n in skills if n.id == shown[0]).data["source_episodes"]
+        )
+        failing = min(n.data["task"] for n in bigger.values())
+    # The same memory, but the skill of more runs fails one of its replays: its record is now
+    # the worse one, so it comes second although it has more runs.
+    with _agent(tmp_path / "h.db", num_clusters=2, mature_similarity=0.8) as agent:
+        agent.consolidate(replay_fn=lambda s, t: t != failing)
+        skills = agent.graph.nodes("procedural", agent.scope)
+        assert all(n.data["graduated"] for n in skills)
+        etas = {n.id: n.data["eta"] for n in skills}
+        sub = agent.mature_subgraph(f"{TASK} (salmon)")
+        assert sub is not None and len(sub.procedural) == 2
+        first, second = (etas[s.node.id] for s in sub.procedural)
+        assert first > second
+
+
+@pytest.mark.parametrize("budget", [1, 2])
+def test_mature_activation_deals_the_episode_budget_skill_by_skill(
+    tmp_path: Path, budget: int
+) -> None:
+    """The best skill's many episodes do not crowd out the next skill's: each skill shown
+    has one of its own episodes shown, and no more skills are shown than episodes."""
+    with _agent(
+        tmp_path / "g.db", num_clusters=2, mature_similarity=0.8, top_k_episodic=budget
+    ) as agent:
+        agent.consolidate(replay_fn=lambda s, t: True)
+        # The skill of one run followed it loosely: by closeness alone the best skill's two
+        # episodes would take the whole budget.
+        small = min(
+            agent.graph.nodes("procedural", agent.scope),
+            key=lambda n: len(n.data["source_episodes"]),
+        )
+        (loose,) = agent.graph.edges("distill", dst=[small.id])
+        agent.graph.remove_edge("distill", loose.src, loose.dst, "test")
+        agent.graph.add_edge(Edge("distill", loose.src, loose.dst, 0.1), "test")
+        sub = agent.mature_subgraph(f"{TASK} (salmon)")
+        assert sub is not None and len(sub.procedural) == budget
+        shown = {e.node.id for e in sub.episodic}
+        assert len(shown) == budget
+        for skill in sub.procedural:
+            assert shown & set(skill.node.data["source_episodes"]), skill.node.id
 
 
 def require_twx() -> None:

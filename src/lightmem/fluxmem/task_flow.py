@@ -222,7 +222,8 @@ class TaskFlow:
             wins = float(n.data.get("eta", 0.0)) * runs
             return (wins + 1) / (runs + 2), sims[n.id]
 
-        ranked = sorted(near, key=record, reverse=True)
+        # At most top_k_episodic skills, so that each shown has one of its episodes shown.
+        ranked = sorted(near, key=record, reverse=True)[: self.config.top_k_episodic]
         semantic, episodic = self.skills_subgraph(ranked, scope)
         return Subgraph(
             task,
@@ -238,17 +239,29 @@ class TaskFlow:
         self, skills: Sequence[Node], scope: Scope
     ) -> tuple[tuple[ScoredNode, ...], tuple[ScoredNode, ...]]:
         """The skills' own subgraph, read along their edges with no search: the episodes
-        they were distilled from (those that followed a skill most closely first,
-        ``top_k_episodic``) and the facts those grounded (by total ground weight,
-        ``top_k_semantic``). Activating mature skills shows what their episodes met (where
-        things were), not the steps alone."""
+        they were distilled from and the facts those grounded (by total ground weight,
+        ``top_k_semantic``). The ``top_k_episodic`` episodes are dealt in turn, skill by
+        skill in the order given, each skill's closest follower first: the first skill's
+        many episodes do not crowd out the others'. Activating mature skills shows what
+        their episodes met (where things were), not the steps alone."""
         cfg = self.config
         follows: dict[str, float] = {}  # episode -> how closely it followed its skill
-        for e in self.graph.edges("distill", dst=[s.id for s in skills], scope=scope):
+        own: dict[str, list[str]] = {s.id: [] for s in skills}  # skill -> its episodes
+        for e in self.graph.edges("distill", dst=list(own), scope=scope):
             follows[e.src] = max(follows.get(e.src, 0.0), e.weight)
+            own[e.dst].append(e.src)
         episodes = self.graph.get_nodes(list(follows))
-        shown = sorted((i for i in follows if i in episodes), key=lambda i: -follows[i])
-        shown = shown[: cfg.top_k_episodic]
+        queues = [
+            sorted((i for i in own[s.id] if i in episodes), key=lambda i: -follows[i])
+            for s in skills
+        ]
+        shown: list[str] = []
+        while len(shown) < cfg.top_k_episodic and any(queues):
+            for q in queues:
+                while q and q[0] in shown:  # an episode distilled into two skills
+                    q.pop(0)
+                if q and len(shown) < cfg.top_k_episodic:
+                    shown.append(q.pop(0))
         grounded: dict[str, float] = {}
         for e in self.graph.edges("ground", dst=shown, scope=scope):
             grounded[e.src] = grounded.get(e.src, 0.0) + e.weight
