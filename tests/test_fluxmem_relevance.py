@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
-from lightmem.bench.twx_policy import Plan, Player, mattered, plans_from
+from lightmem.bench.twx_policy import Plan, Player, _out_of_view, mattered, plans_from
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
 from lightmem.fluxmem.slots import Outcomes, Run, bind, induce
 from lightmem.fluxmem.types import Node
@@ -242,6 +242,15 @@ def test_a_plan_wanting_a_thing_out_of_view_looks_inside_what_is_closed() -> Non
             "take knife",
             "slice carrot",
         )
+
+
+def test_only_the_plan_followed_most_says_a_thing_is_out_of_view() -> None:
+    followed = Plan(("open fridge", "take carrot", "dice carrot"))
+    other = Plan(("open fridge", "take salmon", "fry salmon"))  # another game's thing
+    taken = ["open fridge", "take carrot"]
+    assert not _out_of_view([followed, other], taken, ["dice carrot"])
+    assert _out_of_view([other], taken, ["dice carrot"])  # followed most when alone
+    assert not _out_of_view([other], [], ["take salmon"])  # not followed at all
 
 
 class _Closet(TWXWorld):

@@ -374,17 +374,16 @@ def _ahead_of_guess(
 
 
 def _out_of_view(plans: Sequence[Plan], taken: Sequence[str], valid: Sequence[str]) -> bool:
-    """True if a plan being followed (one of its constant steps taken in this attempt) has
-    a constant ``take`` step not taken yet that no valid action is: its thing is not in
-    view."""
+    """True if the plan followed most closely (the most of its constant steps taken in this
+    attempt, at least one) has a constant ``take`` step not taken yet that no valid action
+    is: its thing is not in view. Only that plan: another game's constant take (a thing
+    this game has not) would keep the player opening things all attempt."""
     done = set(taken)
-    for plan in plans:
-        fixed = [s for s in plan.steps if "<" not in s]
-        if any(s in done for s in fixed):
-            for s in fixed:
-                if s.split()[0] == "take" and s not in done and s not in valid:
-                    return True
-    return False
+    fixed = [[s for s in plan.steps if "<" not in s] for plan in plans]
+    followed = max(fixed, key=lambda steps: sum(s in done for s in steps), default=[])
+    if not any(s in done for s in followed):
+        return False
+    return any(s.split()[0] == "take" and s not in done and s not in valid for s in followed)
 
 
 def _opens(action: str) -> bool:
