@@ -251,6 +251,9 @@ def test_only_the_plan_followed_most_says_a_thing_is_out_of_view() -> None:
     assert not _out_of_view([followed, other], taken, ["dice carrot"])
     assert _out_of_view([other], taken, ["dice carrot"])  # followed most when alone
     assert not _out_of_view([other], [], ["take salmon"])  # not followed at all
+    # followed as closely (the fridge open): whichever is listed first, the carrot is in view
+    for plans in ([other, followed], [followed, other]):
+        assert not _out_of_view(plans, ["open fridge"], ["take carrot"])
 
 
 class _Closet(TWXWorld):

@@ -311,6 +311,10 @@ def test_twx_benchmark_refuses_an_empty_count_naming_it(field: str) -> None:
         fluxmem_twx.run({"coin": {}}, **dict[str, Any]({field: 0}))
     with pytest.raises(InvalidInputError, match=r"^rounds: must be at least 0, got -1"):
         fluxmem_twx.run({"coin": {}}, rounds=-1)
+    with pytest.raises(InvalidInputError, match=r"^episodes: must be at least 0, got -1"):
+        fluxmem_twx.run({"coin": {}}, episodes=-1)
+    with pytest.raises(InvalidInputError, match=r"^games: "):
+        fluxmem_twx.run({})
 
 
 def test_a_skill_still_shrinking_when_its_rounds_run_out_graduates(tmp_path: Path) -> None:

@@ -260,11 +260,13 @@ def _yearless(span: YearlessSpan, anchor: date | None, m: re.Match[str]) -> Reso
 #   month named or not; only the event one signs up for lies ahead (:data:`_SIGNED_UP`);
 # - "planned to" is a plan of the past ("planned to go in May, but got sick");
 # - "going to" is the verb go before a place or a person ("been going to the gym since
-#   January"); "Will" with a capital is as often a name ("Will and I").
+#   January", "started going to Pilates"), and a past plan after "was"/"were";
+# - "Will" with a capital is as often a name ("Will and I").
 _AHEAD = re.compile(
-    r"\b(?:(?-i:will)|won['’]t|shall|gonna|(?:plans?|planning)\s+(?:to|for|on)"
-    r"|(?<!been\s)going\s+to\s+(?!(?:the|a|an|my|your|his|her|its|our|their|this|that|these"
-    r"|those|some|school|work|church|bed|town|college|class|sleep)\b)[a-z]+"
+    r"\b(?:(?-i:will|WILL)|won['’]t|shall|gonna|(?:plans?|planning)\s+(?:to|for|on)"
+    r"|(?<!been\s)(?<!was\s)(?<!were\s)(?<!kept\s)(?<!keep\s)(?<!started\s)(?<!stopped\s)"
+    r"going\s+to\s+(?!(?:the|a|an|my|your|his|her|its|our|their|this|that|these|those|some"
+    r"|school|work|church|bed|town|college|class|sleep)\b)(?-i:[a-z]+)"
     r"|hop(?:e|es|ing)\s+to|can['’]t\s+wait|look(?:ing)?\s+forward|upcoming|coming\s+up"
     r"|scheduled)\b|\w['’]ll\b",
     re.I,
@@ -283,10 +285,15 @@ _SIGNED_UP = re.compile(
     r"|flight|workshop|retreat|competition|tournament|exam|festival|camp|match|game)s?\b",
     re.I,
 )
-# The phrase "since"/"back in" governs is behind, whatever the clause's verb: the words may
-# be the match's own start ("since January") or stand just before it ("since 3 May").
-_SINCE = re.compile(r"(?:since|back\s+in)\b", re.I)
-_SINCE_BEFORE = re.compile(r"\b(?:since|back\s+in)\s+(?:the\s+)?$", re.I)
+# What "since" governs is behind, whatever the clause's verb ("since January", "since 3
+# May"), unless it is the causal "since" ("Since May is busy, ..."). "Back in" is behind
+# only where it opens the clause ("Back in May, ..."): "I'll be back in May" is ahead.
+_SINCE = re.compile(r"since\b", re.I)
+_SINCE_BEFORE = re.compile(r"\bsince\s+(?:the\s+)?$", re.I)
+_CAUSAL = re.compile(r"\s+(?:is|are|was|were|has|have|had|will|would)\b", re.I)
+_BACK_IN = re.compile(r"[\s,(\"'“]*back\s+in\b", re.I)
+# What is booked, set or due for a time is ahead ("The trip was booked for 3 May").
+_FOR_BEFORE = re.compile(r"\b(?:booked|scheduled|planned|set|due|fixed)\s+for\s+$", re.I)
 # A clause ends at a sentence's end (not an abbreviation's dot: "Dr.", "a.m.") or where
 # another clause is joined on ("..., but", "because").
 _CLAUSE_END = re.compile(
@@ -296,6 +303,9 @@ _CLAUSE_END = re.compile(
     r"|\b(?=(?:but|because|although|though|whereas)\b)",
     re.I,
 )
+# A comma before a new subject ends a clause too ("... in January, it was great"), but not
+# after a time phrase that opens its clause ("In October, I will run").
+_COMMA_SUBJECT = re.compile(r",\s*(?=(?:it|we|i|he|she|they|you)\b)", re.I)
 
 
 def _leaning(m: re.Match[str]) -> str | None:
@@ -304,17 +314,27 @@ def _leaning(m: re.Match[str]) -> str | None:
     The cue nearest the time phrase decides ("I'll never forget when we went to Paris in
     May" is behind); two at the same distance decide nothing."""
     text = m.string
-    if _SINCE.match(m[0]) or _SINCE_BEFORE.search(text, 0, m.start()):
+    since = _SINCE.match(m[0]) or _SINCE_BEFORE.search(text, 0, m.start())
+    if since and not _CAUSAL.match(text, m.end()):
         return "past"
-    starts = [x.end() for x in _CLAUSE_END.finditer(text, 0, m.start())]
-    after = _CLAUSE_END.search(text, m.end())
-    lo, hi = starts[-1] if starts else 0, after.start() if after else len(text)
+    if _FOR_BEFORE.search(text, 0, m.start()):
+        return "future"
+    starts = [
+        x.end() for p in (_CLAUSE_END, _COMMA_SUBJECT) for x in p.finditer(text, 0, m.start())
+    ]
+    lo = max(starts, default=0)
+    ends = [_CLAUSE_END.search(text, m.end())]
+    if text[lo : m.start()].strip():  # the time phrase does not open its clause
+        ends.append(_COMMA_SUBJECT.search(text, m.end()))
+    hi = min((x.start() for x in ends if x is not None), default=len(text))
+    if m[0].lower().startswith("back") and _BACK_IN.fullmatch(text, lo, m.start() + 7):
+        return "past"
     cues = sorted(
         (_gap(x, m), lean)
         for pattern, lean in ((_AHEAD, "future"), (_SIGNED_UP, "future"), (_BEHIND, "past"))
         for x in pattern.finditer(text, lo, hi)
     )
-    if not cues or (len(cues) > 1 and cues[0][0] == cues[1][0] and cues[0][1] != cues[1][1]):
+    if not cues or len({lean for gap, lean in cues if gap == cues[0][0]}) > 1:
         return None
     return cues[0][1]
 

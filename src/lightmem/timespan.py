@@ -128,7 +128,7 @@ class YearlessSpan:
     def occurs_in(self, year: int) -> bool:
         """Whether every day named exists in ``year`` (29 February does not, most years)."""
         length = calendar.monthrange(year, self.month)[1]
-        return all(d <= length for d in (self.first, self.last) if d > 0)
+        return all(abs(d) <= length for d in (self.first, self.last))
 
     def nearest(self, anchor: date) -> TimeSpan:
         """The occurrence closest to ``anchor`` (ties go to the past)."""
@@ -143,9 +143,10 @@ class YearlessSpan:
         return max((s for s in self._around(anchor) if s.end < anchor), key=_start)
 
     def _around(self, anchor: date) -> list[TimeSpan]:
-        # Nine years hold two leap days either side; days no year has ("31 April") fall
-        # back to the month's last day of the neighbouring years.
-        years = range(anchor.year - 4, anchor.year + 5)
+        # Eight years either side hold a leap day each way, even across a century year
+        # that has none (2100); days no year has ("31 April") fall back to the month's last
+        # day of the neighbouring years.
+        years = range(anchor.year - 8, anchor.year + 9)
         real = [y for y in years if self.occurs_in(y)]
         return [self.in_year(y) for y in real or years]
 

@@ -73,9 +73,12 @@ def run(
     """Every game type x sample x arm; medians over the samples. With ``policy`` a model
     chooses every action (:class:`~lightmem.bench.twx_llm.LLMPlayer`), else the
     programmatic player does."""
-    bounds = (("seeds", seeds, 1), ("train", train, 1), ("test", test, 1))
-    for field, n, least in (*bounds, ("step_limit", step_limit, 1), ("rounds", rounds, 0)):
-        if n < least:  # an empty fold would score 0/0
+    if not games:
+        raise InvalidInputError("games: name at least one game type")
+    counts = (("seeds", seeds, 1), ("train", train, 1), ("test", test, 1))
+    limits = (("step_limit", step_limit, 1), ("rounds", rounds, 0), ("episodes", episodes, 0))
+    for field, n, least in (*counts, *limits):
+        if n < least:
             raise InvalidInputError(f"{field}: must be at least {least}, got {n}")
     out: dict[str, Any] = {
         "env": "twx",

@@ -117,7 +117,8 @@ class LLMPlayer:
             # Cutting the valid actions would hide moves from the model (or break the data).
             raise ConfigError(
                 f"context_tokens: {self.client.context_tokens} is too small for the game's "
-                f"task and its {len(valid)} valid actions"
+                f"task, its {len(valid)} valid actions and an answer of up to "
+                f"{self.client.answer_tokens(output)} tokens"
             )
         return messages
 

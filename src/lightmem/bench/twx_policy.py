@@ -380,10 +380,16 @@ def _out_of_view(plans: Sequence[Plan], taken: Sequence[str], valid: Sequence[st
     this game has not) would keep the player opening things all attempt."""
     done = set(taken)
     fixed = [[s for s in plan.steps if "<" not in s] for plan in plans]
-    followed = max(fixed, key=lambda steps: sum(s in done for s in steps), default=[])
-    if not any(s in done for s in followed):
+    count = {i: sum(s in done for s in steps) for i, steps in enumerate(fixed)}
+    most = max(count.values(), default=0)
+    if most == 0:
         return False
-    return any(s.split()[0] == "take" and s not in done and s not in valid for s in followed)
+    # Plans followed as closely as each other must all want a thing out of view.
+    return all(
+        any(s.split()[0] == "take" and s not in done and s not in valid for s in fixed[i])
+        for i, n in count.items()
+        if n == most
+    )
 
 
 def _opens(action: str) -> bool:

@@ -195,10 +195,11 @@ class TaskFlow:
     def mature_subgraph(self, task: str, scope: Scope) -> Subgraph | None:
         """The graduated skills whose source tasks are like ``task`` (similarity at least
         ``mature_similarity``), best replay record (eta) first, then the most similar, with
-        their own subgraph (:meth:`skills_subgraph`); None if there is none. Every such
-        skill is shown, not only the best: tasks alike in wording can need different
-        procedures (one recipe slices, another fries), and a skill alone lacks the others'
-        steps."""
+        their own subgraph (:meth:`skills_subgraph`); None if there is none. Not only the
+        best is shown: tasks alike in wording can need different procedures (one recipe
+        slices, another fries), and a skill alone lacks the others' steps. As many are
+        shown as there are episodes to show (``top_k_episodic``): each with one of its
+        own."""
         if self.config.mature_similarity <= 0:
             return None
         grads = [
@@ -222,46 +223,47 @@ class TaskFlow:
             wins = float(n.data.get("eta", 0.0)) * runs
             return (wins + 1) / (runs + 2), sims[n.id]
 
-        # At most top_k_episodic skills, so that each shown has one of its episodes shown.
-        ranked = sorted(near, key=record, reverse=True)[: self.config.top_k_episodic]
-        semantic, episodic = self.skills_subgraph(ranked, scope)
+        ranked = sorted(near, key=record, reverse=True)
+        semantic, episodic, dealt = self.skills_subgraph(ranked, scope)
+        if not dealt:
+            return None
         return Subgraph(
             task,
             semantic,
             episodic,
             tuple(
                 ScoredNode(n, sims[n.id], f"mature skill, similarity {sims[n.id]:.2f}")
-                for n in ranked
+                for n in dealt
             ),
         )
 
     def skills_subgraph(
         self, skills: Sequence[Node], scope: Scope
-    ) -> tuple[tuple[ScoredNode, ...], tuple[ScoredNode, ...]]:
+    ) -> tuple[tuple[ScoredNode, ...], tuple[ScoredNode, ...], tuple[Node, ...]]:
         """The skills' own subgraph, read along their edges with no search: the episodes
         they were distilled from and the facts those grounded (by total ground weight,
         ``top_k_semantic``). The ``top_k_episodic`` episodes are dealt in turn, skill by
         skill in the order given, each skill's closest follower first: the first skill's
-        many episodes do not crowd out the others'. Activating mature skills shows what
-        their episodes met (where things were), not the steps alone."""
+        many episodes do not crowd out the others'. Returns the facts, the episodes and the
+        skills dealt one (in the order given). Activating mature skills shows what their
+        episodes met (where things were), not the steps alone."""
         cfg = self.config
-        follows: dict[str, float] = {}  # episode -> how closely it followed its skill
-        own: dict[str, list[str]] = {s.id: [] for s in skills}  # skill -> its episodes
+        own: dict[str, list[tuple[float, str]]] = {s.id: [] for s in skills}
         for e in self.graph.edges("distill", dst=list(own), scope=scope):
-            follows[e.src] = max(follows.get(e.src, 0.0), e.weight)
-            own[e.dst].append(e.src)
-        episodes = self.graph.get_nodes(list(follows))
+            own[e.dst].append((e.weight, e.src))  # how closely the episode followed it
+        episodes = self.graph.get_nodes([i for pairs in own.values() for _, i in pairs])
         queues = [
-            sorted((i for i in own[s.id] if i in episodes), key=lambda i: -follows[i])
-            for s in skills
+            (s.id, sorted((p for p in own[s.id] if p[1] in episodes), reverse=True)) for s in skills
         ]
-        shown: list[str] = []
-        while len(shown) < cfg.top_k_episodic and any(queues):
-            for q in queues:
-                while q and q[0] in shown:  # an episode distilled into two skills
+        dealt: dict[str, tuple[str, float]] = {}  # episode -> the skill it was dealt for
+        while len(dealt) < cfg.top_k_episodic and any(q for _, q in queues):
+            for skill_id, q in queues:
+                while q and q[0][1] in dealt:  # an episode distilled into two skills
                     q.pop(0)
-                if q and len(shown) < cfg.top_k_episodic:
-                    shown.append(q.pop(0))
+                if q and len(dealt) < cfg.top_k_episodic:
+                    weight, episode = q.pop(0)
+                    dealt[episode] = (skill_id, weight)
+        shown = list(dealt)
         grounded: dict[str, float] = {}
         for e in self.graph.edges("ground", dst=shown, scope=scope):
             grounded[e.src] = grounded.get(e.src, 0.0) + e.weight
@@ -271,14 +273,15 @@ class TaskFlow:
         # (the distill weight, 0-1), a fact's the share of those episodes that grounded it.
         n = len(shown) or 1
         episodic = tuple(
-            ScoredNode(episodes[i], follows[i], "distilled into a mature skill") for i in shown
+            ScoredNode(episodes[i], dealt[i][1], "distilled into a mature skill") for i in shown
         )
         semantic = tuple(
             ScoredNode(facts[i], min(1.0, grounded[i] / n), "grounded by its episodes")
             for i in ranked
             if i in facts
         )[: cfg.top_k_semantic]
-        return semantic, episodic
+        served = {skill_id for skill_id, _ in dealt.values()}
+        return semantic, episodic, tuple(s for s in skills if s.id in served)
 
     def _new_episode(self, task: str, scope: Scope) -> Node:
         node = Node(
