@@ -291,7 +291,9 @@ _SIGNED_UP = re.compile(
 _SINCE = re.compile(r"since\b", re.I)
 _SINCE_BEFORE = re.compile(r"\bsince\s+(?:the\s+)?$", re.I)
 _CAUSAL = re.compile(r"\s+(?:is|are|was|were|has|have|had|will|would)\b", re.I)
-_BACK_IN = re.compile(r"[\s,(\"'“]*back\s+in\b", re.I)
+_BACK_IN = re.compile(r"back\s+in\b", re.I)
+# What may stand before a time phrase that opens its clause.
+_OPENING = " \t,(\"'“"
 # What is booked, set or due for a time is ahead ("The trip was booked for 3 May").
 _FOR_BEFORE = re.compile(r"\b(?:booked|scheduled|planned|set|due|fixed)\s+for\s+$", re.I)
 # A clause ends at a sentence's end (not an abbreviation's dot: "Dr.", "a.m.") or where
@@ -323,12 +325,13 @@ def _leaning(m: re.Match[str]) -> str | None:
         x.end() for p in (_CLAUSE_END, _COMMA_SUBJECT) for x in p.finditer(text, 0, m.start())
     ]
     lo = max(starts, default=0)
+    opens = not text[lo : m.start()].strip(_OPENING)  # the time phrase opens its clause
+    if opens and _BACK_IN.match(m[0]):
+        return "past"
     ends = [_CLAUSE_END.search(text, m.end())]
-    if text[lo : m.start()].strip():  # the time phrase does not open its clause
+    if not opens:
         ends.append(_COMMA_SUBJECT.search(text, m.end()))
     hi = min((x.start() for x in ends if x is not None), default=len(text))
-    if m[0].lower().startswith("back") and _BACK_IN.fullmatch(text, lo, m.start() + 7):
-        return "past"
     cues = sorted(
         (_gap(x, m), lean)
         for pattern, lean in ((_AHEAD, "future"), (_SIGNED_UP, "future"), (_BEHIND, "past"))
