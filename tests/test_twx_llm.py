@@ -134,3 +134,20 @@ def test_a_context_too_small_for_the_valid_actions_is_a_config_error(
     with pytest.raises(ConfigError, match="context_tokens"):
         LLMPlayer(Vault(), 10, client).play("vault", {}, 0, "test", "memory " * 100)
     assert prompts == []  # nothing sent with the valid actions cut
+
+
+def test_an_attempt_ends_after_unusable_answers_in_a_row() -> None:
+    # One unusable step, a usable one (the count starts again), then nothing usable.
+    answers = iter(["no json", json.dumps({"action": 0}), *["still no json"] * 20])
+    with OpenAIStubServer(chat_handler=lambda _messages: next(answers)) as server:
+        client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k", json_repairs=0)
+        result = LLMPlayer(Vault(), 20, client, give_up_after=3).play("vault", {}, 0, "test", "")
+    assert result.actions == Vault.LEVERS[:1] and not result.success
+    assert result.feedback == (
+        "The attempt ended after 5 steps: the model gave no usable answer for 3 steps in a "
+        "row (score 0.00)."
+    )
+    unusable = {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".unusable")}
+    assert unusable == {"twx.act.unusable": 4}  # not asked again for the 15 steps left
+    with pytest.raises(ConfigError, match="give_up_after"):
+        LLMPlayer(Vault(), 20, client, give_up_after=0)

@@ -7,7 +7,9 @@ the numbers of the valid actions (a bounded schema); a request too long for the 
 context is fitted by cutting the memory, then the steps shown, never the valid actions (a
 context too small for the task and those is a :class:`~lightmem.errors.ConfigError`). A step
 whose every answer was unusable is spent without acting: the game goes on, the step counts
-against the limit, and the ledger counts it (``twx.act.unusable``).
+against the limit, and the ledger counts it (``twx.act.unusable``). After
+``give_up_after`` such steps in a row the attempt ends (a model or endpoint that answers
+nothing usable would otherwise be asked at every step left), saying so in its verdict.
 """
 
 from __future__ import annotations
@@ -36,18 +38,29 @@ Answer with only a JSON object: {{"action": <the number of one valid action>}}""
 
 #: Latest steps shown to the model (older ones are in its memory's episodes, not here).
 STEPS_SHOWN = 12
+#: Unusable steps in a row after which an attempt ends.
+GIVE_UP_AFTER = 3
 
 
 class LLMPlayer:
     """Plays one game attempt with a model choosing every action."""
 
     def __init__(
-        self, world: TWXWorld, step_limit: int, client: LLMClient, steps_shown: int = STEPS_SHOWN
+        self,
+        world: TWXWorld,
+        step_limit: int,
+        client: LLMClient,
+        steps_shown: int = STEPS_SHOWN,
+        give_up_after: int = GIVE_UP_AFTER,
     ) -> None:
+        for field, n in (("steps_shown", steps_shown), ("give_up_after", give_up_after)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"{field}: expected a whole number >= 1, got {n!r}")
         self.world = world
         self.step_limit = step_limit
         self.client = client
         self.steps_shown = steps_shown
+        self.give_up_after = give_up_after
 
     def play(
         self, game_name: str, params: Mapping[str, int], seed: int, fold: str, memory: str
@@ -60,14 +73,22 @@ class LLMPlayer:
         opened: list[set[str]] = []
         states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
         spent = 0  # steps whose every answer was unusable: lost turns, not actions
-        while not game.done and len(actions) + spent < self.step_limit and game.valid:
+        in_a_row = 0  # of those, the latest in a row
+        while (
+            not game.done
+            and len(actions) + spent < self.step_limit
+            and game.valid
+            and in_a_row < self.give_up_after
+        ):
             steps = [{"action": a, "reply": o} for a, o in zip(actions, observations, strict=True)]
             valid = list(game.valid)
             try:
                 choice = self._choose(game.task, memory, steps[-self.steps_shown :], valid)
             except UnusableOutputError:
                 spent += 1
+                in_a_row += 1
                 continue
+            in_a_row = 0
             action = valid[choice]
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
@@ -82,6 +103,11 @@ class LLMPlayer:
             return StepResult(game.score, None, True, *result)
         if observations and observations[-1].endswith(FAILED):
             verdict = f"The task failed after '{actions[-1]}'."
+        elif in_a_row == self.give_up_after:
+            verdict = (
+                f"The attempt ended after {len(actions) + spent} steps: the model gave no "
+                f"usable answer for {in_a_row} steps in a row (score {game.score:.2f})."
+            )
         else:
             taken = len(actions) + spent
             verdict = f"The task was not completed in {taken} steps (score {game.score:.2f})."
