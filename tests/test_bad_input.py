@@ -109,9 +109,9 @@ def test_unknown_entry_ids(filled: LightMemory) -> None:
     with pytest.raises(InvalidInputError, match="id"):
         filled.get("")
     for bad in ("\ud800", "a\x00"):  # found by the long fuzz campaign
-        for call in (filled.get, filled.history, filled.sources):
+        for lookup in (filled.get, filled.history, filled.sources):
             with pytest.raises(InvalidInputError, match=r"^id"):
-                call(bad)
+                lookup(bad)
     with pytest.raises(InvalidInputError, match="text"):
         filled.update(filled.list_entries(limit=1)[0].id, "  ")
 

@@ -353,7 +353,10 @@ def test_a_large_vocabulary_is_read_again_only_after_a_twentieth_changed(
     with LightMemory.from_config(cfg) as mem:
         mem.add_memory([turn(i, f"Meeting number {i} ran long.") for i in range(40)])
         mem.add_memory([turn(40, "My guitar strings broke.")], force_extract=True)
-        found = lambda: near.near(mem.store, Scope(), "Which instruments?", 5, 0.35)  # noqa: E731
+
+        def found() -> list[str]:
+            return near.near(mem.store, Scope(), "Which instruments?", 5, 0.35)
+
         assert found() == ["guitar"]
         # one more entry among 41: reading them all again on every add would not scale
         mem.add_memory([turn(41, "I practised the drums.")], force_extract=True)

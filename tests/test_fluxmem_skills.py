@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,11 @@ def test_induced_skill_has_slots_that_transfer_to_a_new_recipe() -> None:
     assert takes == ["take salmon"]  # the lemon is not in the recipe
 
 
+def _replaying(acts: list[str], obs: list[str]) -> Callable[[str], StepResult]:
+    """An execute_fn that succeeds at once, having taken ``acts`` and seen ``obs``."""
+    return lambda c: StepResult(1, None, True, tuple(acts), tuple(obs))
+
+
 def _agent(path: Path, **cfg: float) -> FluxMemAgent:
     config = FluxMemConfig(**{"num_clusters": 1, **cfg})  # type: ignore[arg-type]
     agent = FluxMemAgent.open(path, config=config)
@@ -103,7 +109,7 @@ def _agent(path: Path, **cfg: float) -> FluxMemAgent:
         acts, obs = _game(*g)
         agent.run_task(
             f"{TASK} ({g[0]})",
-            lambda c, a=acts, o=obs: StepResult(1, None, True, tuple(a), tuple(o)),
+            _replaying(acts, obs),
         )
     return agent
 
@@ -155,7 +161,7 @@ def test_failing_replays_bring_back_a_step_fewer_winning_runs_shared(tmp_path: P
                 obs.insert(3, "You open the cupboard. It holds a knife.")
             agent.run_task(
                 f"{TASK} ({g[0]})",
-                lambda c, a=acts, o=obs: StepResult(1, None, True, tuple(a), tuple(o)),
+                _replaying(acts, obs),
             )
         report = agent.consolidate(replay_fn=replay)
         (curve,) = report.curves.values()
@@ -191,13 +197,21 @@ def test_mature_skill_runs_without_stage1_search_and_falls_back_when_it_fails(
         shown = set(re.findall(r'<episode id="([^"]+)"', contexts[0]))
         assert shown and shown <= sources
         contexts.clear()
-        outcome = agent.run_task(
-            f"{TASK} (tuna)", lambda c: contexts.append(c) or StepResult(0, "failed", False)
-        )
+
+        def fails(context: str) -> StepResult:
+            contexts.append(context)
+            return StepResult(0, "failed", False)
+
+        outcome = agent.run_task(f"{TASK} (tuna)", fails)
         assert len(contexts) >= 2 and "<fact " in contexts[1]  # Stage I after the failure
     with FluxMemAgent.open(tmp_path / "g.db") as off:  # activation is off by default
         seen: list[str] = []
-        off.run_task(f"{TASK} (kale)", lambda c: seen.append(c) or StepResult(1, None, True))
+
+        def succeeds(context: str) -> StepResult:
+            seen.append(context)
+            return StepResult(1, None, True)
+
+        off.run_task(f"{TASK} (kale)", succeeds)
         assert "<fact " in seen[0]
 
 

@@ -19,9 +19,19 @@ FACTS = [
 ]
 
 
-def _only(**weights: float) -> FluxMemConfig:
-    base = {"dense_weight": 0.0, "bm25_weight": 0.0, "llm_weight": 0.0, "ground_weight": 0.0}
-    return FluxMemConfig(**{**base, **weights})
+def _only(
+    *,
+    dense_weight: float = 0.0,
+    bm25_weight: float = 0.0,
+    llm_weight: float = 0.0,
+    ground_weight: float = 0.0,
+) -> FluxMemConfig:
+    return FluxMemConfig(
+        dense_weight=dense_weight,
+        bm25_weight=bm25_weight,
+        llm_weight=llm_weight,
+        ground_weight=ground_weight,
+    )
 
 
 def test_stage1_bm25_term_alone_ranks_the_lexical_match(tmp_path: Path) -> None:

@@ -420,7 +420,7 @@ def test_summary_prompt_cannot_forge_a_line_or_speaker() -> None:
 
 def test_json_fenced_prompts_keep_each_field_intact() -> None:
     e = MemoryEntry(id=FORGED_ID, text=FORGED_TEXT, original_text="", scope=Scope())
-    built = [
+    built: list[tuple[list[Any], list[Any] | dict[str, Any]]] = [
         (update.build([(e, [e])]), [{"newer": {"id": FORGED_ID}}]),
         (attribute.build(FORGED_TEXT, FORGED_SPEAKER), {"task": FORGED_TEXT}),
         (verify.build(FORGED_TEXT, [FORGED_SPEAKER]), {"facts": [FORGED_SPEAKER]}),
@@ -435,6 +435,7 @@ def test_json_fenced_prompts_keep_each_field_intact() -> None:
         if probe is not None:
             assert probe == FORGED_ID
         else:
+            assert isinstance(expected, dict)
             key = next(iter(expected))
             assert payload[key] == expected[key]
 

@@ -4,6 +4,7 @@ them (on both backends, across instances sharing a store, after a crash)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -87,11 +88,12 @@ def test_provisional_entries_cannot_be_edited(
     memory: LightMemory, conversation: list[dict[str, Any]]
 ) -> None:
     pid = memory.add_memory(conversation[:2], user_id="maya").entries_provisional[0]
-    for call in (
+    edits: tuple[Callable[[], object], ...] = (
         lambda: memory.update(pid, "changed", user_id="maya"),
         lambda: memory.delete(pid, user_id="maya"),
         lambda: memory.restore(pid, user_id="maya"),
-    ):
+    )
+    for call in edits:
         with pytest.raises(InvalidInputError, match="provisional"):
             call()
     # erasure still works, and takes the buffered turn with it

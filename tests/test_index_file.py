@@ -26,6 +26,7 @@ def _arrays(rows: int) -> dict[str, np.ndarray]:
 
 def _base(path: Path) -> int:
     data = path.read_bytes()
+    size: int
     (size,) = struct.unpack("<Q", data[len(MAGIC) : len(MAGIC) + 8])
     return -(-(len(MAGIC) + 12 + size) // 64) * 64
 

@@ -69,7 +69,7 @@ def _arguments(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], li
     """(dotted name, property schema, its alternatives) for every argument, nested too."""
     defs = schema.get("$defs", {})
 
-    def walk(props: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, Any], list]]:
+    def walk(props: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
         for name, prop in props.items():
             alts = _resolve(prop, defs)
             yield prefix + name, prop, alts

@@ -193,9 +193,9 @@ def test_rankings_stay_the_same_through_updates_deletes_and_restores(
             for query in (text, "apple violet", "钢琴 river"):
                 assert _same(_ranked(pg, query), _ranked(lite, query))
             assert _postings_are_the_terms(pg)
-        with pg.db.read() as s:
-            stats = s.one("SELECT sum(docs), sum(terms) FROM text_stats WHERE tbl = 'entries'")
-            real = s.one(
+        with pg.db.read() as tx:
+            stats = tx.one("SELECT sum(docs), sum(terms) FROM text_stats WHERE tbl = 'entries'")
+            real = tx.one(
                 "SELECT count(*), coalesce(sum(cardinality(string_to_array(search_terms, ' '))),"
                 " 0) FROM entries"
             )

@@ -32,8 +32,8 @@ def test_both_index_kinds_find_the_exact_neighbours(kind: str) -> None:
         for s in (lite, pg):
             s.bind_embedder("test", DIM)
             s.commit_extraction(rows, [])
-        with pg.db.read() as s:
-            indexdef = s.one(
+        with pg.db.read() as tx:
+            indexdef = tx.one(
                 "SELECT indexdef FROM pg_indexes WHERE indexname = 'entries_hnsw' "
                 "AND schemaname = current_schema()"
             )[0]

@@ -10,6 +10,7 @@ keeps the README's own sentences).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,9 @@ def test_the_published_quickstart_runs_verbatim(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the example writes ./logs and ./my_long_term_chat
     user_text, assistant_text, question_text, answer = SESSIONS[language]
+    # the example's session mixes a date and lists of turns; declared here, so that the
+    # quoted code below stays verbatim
+    session: dict[str, Any]
     # --- verbatim from the published README (three backends swapped, marked) -----------
     import os
     from datetime import datetime

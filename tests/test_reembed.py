@@ -106,8 +106,9 @@ def _fill(mem: LightMemory, conversation: list[dict[str, Any]]) -> list[str]:
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
-    mean = rows.mean(axis=0)
-    return (mean / np.linalg.norm(mean)).astype(np.float32)
+    mean: np.ndarray = rows.mean(axis=0)
+    unit: np.ndarray = mean / np.linalg.norm(mean)
+    return unit.astype(np.float32)
 
 
 def _expected(store: MemoryStore, embedder: WordLlamaEmbedder) -> dict[str, np.ndarray]:

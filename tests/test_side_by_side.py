@@ -4,15 +4,15 @@ reads at once (PostgreSQL's pool), and in turn on the embedded store."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from lightmem import LightMemory
 from lightmem.pipeline.side_by_side import run_both
-from lightmem.store.base import ScoredId
+from lightmem.store.base import ScoredId, Vector
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import Filters, Scope
 
@@ -31,6 +31,21 @@ class _Reads:
         if self.started[other].wait(2.0 if self.parallel_reads else 0.05):
             self.overlapped.append(name)
         return [(name, 1.0)]
+
+    # The rest of :class:`~lightmem.store.base.EntrySearch`: ``run_both`` reads only
+    # ``parallel_reads`` and runs the searches it is handed, never these.
+    def vector_search(
+        self, query: Vector, scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        raise AssertionError("run_both searched the store itself")
+
+    def text_search(
+        self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
+        raise AssertionError("run_both searched the store itself")
+
+    def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
+        raise AssertionError("run_both searched the store itself")
 
 
 def test_searches_overlap_only_where_the_store_serves_reads_at_once() -> None:
@@ -67,14 +82,14 @@ class _ParallelSQLite(SQLiteStore):
         self.threads: set[str] = set()
 
     def vector_search(
-        self, query: np.ndarray, scope: Scope, filters: Filters, k: int
+        self, query: Vector, scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]:
         self.threads.add(threading.current_thread().name)
         return super().vector_search(query, scope, filters, k)
 
     def text_search(
-        self, terms: list[str], scope: Scope, filters: Filters, k: int
-    ) -> list[ScoredId]:  # type: ignore[override]
+        self, terms: Sequence[str], scope: Scope, filters: Filters, k: int
+    ) -> list[ScoredId]:
         self.threads.add(threading.current_thread().name)
         return super().text_search(terms, scope, filters, k)
 

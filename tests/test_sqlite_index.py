@@ -358,7 +358,7 @@ def test_a_crash_between_the_commit_and_the_index_write_is_recovered(
     store = _open(path)
     try:
         _same(store, ref)
-        assert store.vector_search(np.ones(DIM, np.float32) / 4, Scope(), Filters(), 1)[0][0] == (
+        assert store.vector_search(np.full(DIM, 0.25, np.float32), Scope(), Filters(), 1)[0][0] == (
             "e4"
         )
         assert store.get_entry("e5", Scope("u")) is None

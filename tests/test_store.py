@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,8 +68,8 @@ def test_failed_transaction_leaves_nothing(mem_store: SQLiteStore) -> None:
     assert mem_store.integrity_check() == []
 
 
-def test_search_sees_another_connections_writes(tmp_path: object) -> None:
-    path = str(tmp_path) + "/shared.db"  # type: ignore[operator]
+def test_search_sees_another_connections_writes(tmp_path: Path) -> None:
+    path = str(tmp_path) + "/shared.db"
     a, b = SQLiteStore(path), SQLiteStore(path)
     a.bind_embedder("test", DIM)
     b.bind_embedder("test", DIM)
@@ -84,7 +85,7 @@ ops = st.lists(
         st.sampled_from(["add", "update", "delete", "restore"]),
         st.integers(0, 5),
         st.text(
-            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+            st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
             min_size=1,
             max_size=30,
         ),

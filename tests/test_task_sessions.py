@@ -56,8 +56,10 @@ def open_store(
         drop_schema(schema)
 
 
-def _agent(store: MemoryStore, embedder: WordLlamaEmbedder, **scope: str) -> FluxMemAgent:
-    return FluxMemAgent.on_store(store, embedder, **scope)
+def _agent(
+    store: MemoryStore, embedder: WordLlamaEmbedder, *, user_id: str | None = None
+) -> FluxMemAgent:
+    return FluxMemAgent.on_store(store, embedder, user_id=user_id)
 
 
 SCRIPT = [

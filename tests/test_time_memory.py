@@ -251,8 +251,8 @@ def test_an_events_time_keeps_the_words_it_was_said_in(
     cfg = {**_llm_config(stub, store_path), "extraction_mode": "event"}
     with LightMemory.from_config(cfg) as mem:
         mem.add_memory([turn], force_extract=True)
-        event = mem.list_entries(filters={"kind": "event"})[0]
-        assert event.event_time == week_span(date(2023, 5, 29)).with_phrase("last week")
+        stored = mem.list_entries(filters={"kind": "event"})[0]
+        assert stored.event_time == week_span(date(2023, 5, 29)).with_phrase("last week")
         context = mem.format_context(mem.retrieve("school talk", filters={"kind": "event"}))
         assert "(event)" in context and "(week before 9 June 2023)" in context
 

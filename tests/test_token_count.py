@@ -112,7 +112,9 @@ def test_a_packing_its_tokenizer_counts_over_budget_loses_its_last_memories() ->
     # a tokenizer that counts a word once in a line after a break ("x\nline": one break)
     # but three times in a context of several lines: the lines' weights say all four
     # memories fit 40 tokens (3 + 4 x 3), the whole context says 45
-    counter = TokenizerCount("odd", lambda t: t.split() * (3 if t.count("\n") > 1 else 1))
+    counter = TokenizerCount(
+        "odd", lambda t: [len(w) for w in t.split()] * (3 if t.count("\n") > 1 else 1)
+    )
     when = datetime(2023, 6, 9, tzinfo=UTC)
     entries = {
         k: MemoryEntry(id=k, text="a b", original_text="", scope=Scope(), timestamp=when)
