@@ -21,7 +21,7 @@ from lightmem.fluxmem.session import TaskSession, TaskSessions
 from lightmem.fluxmem.stage1 import Stage1
 from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
-from lightmem.fluxmem.task_flow import TaskFlow
+from lightmem.fluxmem.task_flow import TaskFlow, TaskState, raise_failure
 from lightmem.fluxmem.types import Edge, Node, StepResult, Subgraph, TaskOutcome
 from lightmem.sanitize import check_value
 from lightmem.store.base import MemoryStore
@@ -34,8 +34,10 @@ ExecuteFn = Callable[[str], StepResult | Awaitable[StepResult]]
 
 
 class TaskExecutionError(LightMemError):
-    """``execute_fn`` raised or returned something other than a StepResult. The episode is
-    recorded as failed before this is raised."""
+    """``execute_fn`` raised (the exception is this one's ``__cause__``) or returned
+    something other than a StepResult. The episode is recorded as failed before this is
+    raised. lightmem's own errors during a task (a ``BackendError`` from the reasoner, a
+    ``StoreError``) are raised as themselves, also after the episode is recorded."""
 
 
 class FluxMemAgent:
@@ -212,10 +214,10 @@ class FluxMemAgent:
         while state.outcome is None:
             try:
                 reply: object = execute_fn(state.context)
-            except Exception as exc:  # the user's code: record, then re-raise as ours
-                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+            except Exception as exc:  # the user's code: record, then raise ours from it
+                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}", exc)
             self._flow.advance(state, reply)
-        return _finish(state.outcome)
+        return _finish(state, state.outcome)
 
     async def arun_task(
         self, task: str, execute_fn: ExecuteFn, *, max_rounds: int | None = None
@@ -230,9 +232,9 @@ class FluxMemAgent:
                 out = execute_fn(state.context)
                 reply: object = await out if inspect.isawaitable(out) else out
             except Exception as exc:
-                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}")
+                reply = Crash(f"execute_fn raised {type(exc).__name__}: {exc}", exc)
             await asyncio.to_thread(self._flow.advance, state, reply)
-        return _finish(state.outcome)
+        return _finish(state, state.outcome)
 
     def start_task(self, task: str, *, max_rounds: int | None = None) -> TaskSession:
         """Drive a task from outside the process (REST or MCP clients): read
@@ -301,9 +303,12 @@ def _node_id(value: object) -> str:
     return value
 
 
-def _finish(outcome: TaskOutcome) -> TaskOutcome:
+def _finish(state: TaskState, outcome: TaskOutcome) -> TaskOutcome:
+    """``outcome`` of a finished ``state``, or the error that ended it: lightmem's own as
+    itself, the user's ``execute_fn`` failure as TaskExecutionError (from what it raised)."""
+    raise_failure(state)
     if outcome.error:
         raise TaskExecutionError(
             f"execute_fn: {outcome.error} (episode {outcome.episode_id} recorded as failed)"
-        )
+        ) from state.cause
     return outcome

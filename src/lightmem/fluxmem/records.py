@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lightmem.errors import InvalidInputError
@@ -13,16 +13,20 @@ from lightmem.sanitize import check_text
 
 @dataclass(frozen=True, slots=True)
 class Crash:
-    """A step that raised or returned something other than a StepResult."""
+    """A step that raised or returned something other than a StepResult.
+
+    ``cause``: the exception ``execute_fn`` raised, kept in memory only (what is stored is
+    ``error``), so the driver can raise its own error *from* it."""
 
     error: str
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def of(cls, error: str) -> Crash:
+    def of(cls, error: str, cause: BaseException | None = None) -> Crash:
         """A crash whose message every backend can store (an exception's text may hold a
         lone surrogate or a NUL: they are written as escapes)."""
         text = error.encode("utf-8", "backslashreplace").decode("utf-8")
-        return cls(text.replace("\x00", "\\x00")[:2000])
+        return cls(text.replace("\x00", "\\x00")[:2000], cause)
 
 
 def attempt_record(attempt: int, sub: Subgraph, reply: StepResult | Crash) -> dict[str, Any]:

@@ -13,6 +13,11 @@ already applied, reported again with the same result because its answer was lost
 the recorded answer (the next context, or the outcome, which a finished session keeps
 until it expires) and is not applied twice; the same number with another result, or a
 number that is not the next step, is an ``InvalidInputError`` naming ``step``.
+
+As in ``run_task``, lightmem's own error that ends a task (a ``BackendError`` from the
+reasoner, a ``StoreError``) is raised as itself from ``start_task`` or ``report``, after
+the episode is recorded as failed and the outcome saved; the session keeps the error as
+text in ``outcome.error``, which reporting the same step again answers.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from lightmem.fluxmem.task_flow import (
     TaskFlow,
     TaskState,
     outcome_from_record,
+    raise_failure,
     step_key,
     to_row,
 )
@@ -63,7 +69,8 @@ class TaskSessions:
         if self._store.count(now) >= MAX_OPEN_SESSIONS:
             raise _too_many()
         state = self._flow.begin(task, self._scope, max_rounds)
-        if state.outcome is not None:
+        if state.outcome is not None:  # Stage I failed: raised, as run_task does
+            raise_failure(state)
             return TaskSession(self, None, None, state.outcome)
         sid, now = uuid.uuid4().hex, time.time()
         if not self._store.open(to_row(sid, state, now, SESSION_TTL_S), MAX_OPEN_SESSIONS, now):
@@ -105,6 +112,9 @@ class TaskSessions:
                 f"session_id: this step of task session {session_id!r} outlived its "
                 f"{STEP_LEASE_S:.0f} s lease and the session was taken over; it was not saved"
             )
+        # As run_task: lightmem's own error that ended the task is raised once the outcome
+        # is saved; the step reported again gets that outcome (its error as text).
+        raise_failure(state)
         return state.context or None, state.outcome, state.attempt
 
     def end_showing(self, node_id: str, reason: str) -> int:

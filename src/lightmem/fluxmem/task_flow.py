@@ -65,6 +65,12 @@ class TaskState:
     repairs: list[Repair] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     outcome: TaskOutcome | None = None
+    #: Why the task ended in a crash, kept in memory only (a stored session holds the text,
+    #: ``outcome.error``): ``failure`` is lightmem's own error (Stage I/II, a backend, the
+    #: store), which the driver raises as itself once the episode is recorded; ``cause``
+    #: is what ``execute_fn`` raised.
+    failure: LightMemError | None = None
+    cause: BaseException | None = None
 
     @property
     def attempt(self) -> int:
@@ -105,6 +111,7 @@ class TaskFlow:
             else:  # a graduated skill: its subgraph, no search, no repair
                 state.phase, state.subgraph, state.context = "mature", mature, serialize(mature)
         except LightMemError as exc:  # a corrupted node, a failing backend: still recorded
+            state.failure = exc
             self._close(state, Crash(f"{type(exc).__name__}: {exc}"))
         return state
 
@@ -115,7 +122,8 @@ class TaskFlow:
         step: StepResult | Crash = _checked(reply)
         try:
             done = self._take(state, step)
-        except LightMemError as exc:
+        except LightMemError as exc:  # recorded like a crashed step, raised by the driver
+            state.failure = exc
             step, done = Crash(f"{type(exc).__name__}: {exc}"), True
         if done:
             self._close(state, step)
@@ -182,6 +190,7 @@ class TaskFlow:
         except NotFoundError:  # purged or undone while the task ran: nothing to record
             error = error or f"episode {state.episode_id} was removed while the task ran"
         state.context = ""
+        state.cause = reply.cause if isinstance(reply, Crash) else None
         state.outcome = TaskOutcome(
             task=state.task,
             success=success,
@@ -337,6 +346,16 @@ class TaskFlow:
         )
 
 
+def raise_failure(state: TaskState) -> None:
+    """Raise lightmem's own error that ended the task (``state.failure``), as itself with
+    its traceback, now that the episode is recorded; nothing if there is none."""
+    exc = state.failure
+    if exc is not None:
+        state.failure = None  # raised once: the note is not added twice
+        exc.add_note(f"episode {state.episode_id} recorded as failed")
+        raise exc
+
+
 def to_row(
     session_id: str, state: TaskState, now: float, ttl_s: float, step_key: str = ""
 ) -> SessionRow:
@@ -419,7 +438,7 @@ def _checked(reply: object) -> StepResult | Crash:
     fields could not be stored (NUL, lone surrogate, NaN) becomes a crashed step, so a bad
     reply cannot poison the graph."""
     if isinstance(reply, Crash):
-        return Crash.of(reply.error)
+        return Crash.of(reply.error, reply.cause)
     if not isinstance(reply, StepResult):
         return Crash(f"execute_fn returned {type(reply).__name__}, expected StepResult")
     try:

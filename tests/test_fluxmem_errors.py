@@ -1,0 +1,137 @@
+"""How a FluxMem task fails (review finding 3): lightmem's own error during a task (a
+failing LLM reasoner, the store) is raised as itself, with its traceback, once the episode
+is recorded as failed; what the user's ``execute_fn`` raises becomes TaskExecutionError
+*from* that exception. ``run_task``, ``arun_task`` and task sessions behave alike."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lightmem import BackendError, WordLlamaEmbedder
+from lightmem.cli.fluxmem_tables import ANALYSIS_DOC, DISTRACTORS, SPREADSHEET_DOC
+from lightmem.fluxmem import FluxMemAgent, LLMReasoner, StepResult, TaskExecutionError
+from lightmem.llm import OpenAIChatClient
+from lightmem.store.sqlite import SQLiteStore
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
+
+TASK = "Which team has the most goals per player?"
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStubServer]:
+    with OpenAIStubServer(chat_handler=ScriptedLLM()) as server:
+        yield server
+
+
+@pytest.fixture
+def agent(
+    tmp_path: Path, stub: OpenAIStubServer, embedder: WordLlamaEmbedder
+) -> Iterator[FluxMemAgent]:
+    """An agent whose reasoner is a model behind ``stub`` (one attempt per call, so an
+    injected fault is a BackendError at once)."""
+    client = OpenAIChatClient("stub", base_url=stub.base_url, api_key="k", max_attempts=1)
+    store = SQLiteStore(tmp_path / "flux.db")
+    store.bind_embedder(embedder.name, embedder.dim)
+    agent = FluxMemAgent.on_store(store, embedder, reasoner=LLMReasoner(client))
+    agent.add_knowledge([SPREADSHEET_DOC, ANALYSIS_DOC, *DISTRACTORS])
+    yield agent
+    store.close()
+
+
+def _failing_then_down(stub: OpenAIStubServer) -> Callable[[str], StepResult]:
+    """A step that fails with free-text feedback, after which the model is unreachable:
+    Stage II's attribution call gets HTTP 500."""
+
+    def execute(ctx: str) -> StepResult:
+        stub.fail_next(500, times=50)
+        return StepResult("x", "the spreadsheet tool was misleading here", False)
+
+    return execute
+
+
+def _run(agent: FluxMemAgent, execute: Callable[[str], StepResult], how: str) -> None:
+    if how == "sync":
+        agent.run_task(TASK, execute)
+    else:
+        asyncio.run(agent.arun_task(TASK, execute))
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_failing_reasoner_is_raised_as_its_backend_error(
+    agent: FluxMemAgent, stub: OpenAIStubServer, how: str
+) -> None:
+    with pytest.raises(BackendError) as err:
+        _run(agent, _failing_then_down(stub), how)
+    assert not isinstance(err.value, TaskExecutionError)
+    assert "execute_fn" not in str(err.value)
+    episode = agent.graph.nodes("episodic", agent.scope)[-1]
+    assert episode.data["status"] == "done" and episode.data["success"] is False
+    assert f"episode {episode.id} recorded as failed" in (err.value.__notes__ or [])
+    # The traceback still reaches the reasoner's call that failed.
+    frames = [f.name for f in traceback.extract_tb(err.value.__traceback__)]
+    assert "attribute" in frames
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_the_users_exception_is_the_cause_of_task_execution_error(
+    agent: FluxMemAgent, how: str
+) -> None:
+    raised = KeyError("no such column")
+
+    def execute(ctx: str) -> StepResult:
+        raise raised
+
+    with pytest.raises(TaskExecutionError, match="execute_fn raised KeyError") as err:
+        _run(agent, execute, how)
+    assert err.value.__cause__ is raised
+    assert agent.graph.nodes("episodic", agent.scope)[-1].data["success"] is False
+
+
+def test_a_lightmem_error_raised_by_execute_fn_is_still_the_users(agent: FluxMemAgent) -> None:
+    """Blame follows where it was raised, not its class: a BackendError out of the user's
+    own code (their model call) is their step's failure."""
+    theirs = BackendError("their own model is down")
+
+    def execute(ctx: str) -> StepResult:
+        raise theirs
+
+    with pytest.raises(TaskExecutionError, match="execute_fn raised BackendError") as err:
+        agent.run_task(TASK, execute)
+    assert err.value.__cause__ is theirs
+
+
+def test_a_session_step_raises_the_backend_error_and_keeps_the_outcome(
+    agent: FluxMemAgent, stub: OpenAIStubServer
+) -> None:
+    session = agent.start_task(TASK)
+    assert session.id is not None and session.context is not None
+    step = _failing_then_down(stub)(session.context)
+    with pytest.raises(BackendError) as err:
+        session.report(step)
+    assert not isinstance(err.value, TaskExecutionError)
+    # The stored session holds the outcome with the error as text; the same step reported
+    # again (its answer was lost) gets it, without raising.
+    kept = agent.resume_task(session.id)
+    assert kept.outcome is not None and not kept.outcome.success
+    assert kept.outcome.error.startswith("BackendError: ")
+    session.report(step)
+    assert session.outcome == kept.outcome
+    episode = agent.graph.get_node(kept.outcome.episode_id)
+    assert episode is not None and episode.data["status"] == "done"
+
+
+def test_a_session_whose_stage_i_fails_raises_at_start(
+    agent: FluxMemAgent, stub: OpenAIStubServer
+) -> None:
+    stub.fail_next(500, times=50)  # Stage I's verification call fails
+    with pytest.raises(BackendError):
+        agent.start_task(TASK)
+    episode = agent.graph.nodes("episodic", agent.scope)[-1]
+    assert episode.data["status"] == "done" and episode.data["success"] is False
+    with pytest.raises(BackendError):
+        agent.run_task(TASK, lambda ctx: StepResult("ok", None, True))
