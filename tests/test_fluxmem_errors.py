@@ -1,18 +1,21 @@
 """How a FluxMem task fails (review finding 3): lightmem's own error during a task (a
 failing LLM reasoner, the store) is raised as itself, with its traceback, once the episode
 is recorded as failed; what the user's ``execute_fn`` raises becomes TaskExecutionError
-*from* that exception. ``run_task``, ``arun_task`` and task sessions behave alike."""
+*from* that exception. ``run_task``, ``arun_task`` and task sessions behave alike. And
+``add_knowledge`` refuses, naming it, a document field it would drop or change (19)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lightmem import BackendError, WordLlamaEmbedder
+from lightmem import BackendError, InvalidInputError, WordLlamaEmbedder
 from lightmem.cli.fluxmem_tables import ANALYSIS_DOC, DISTRACTORS, SPREADSHEET_DOC
 from lightmem.fluxmem import FluxMemAgent, LLMReasoner, StepResult, TaskExecutionError
 from lightmem.llm import OpenAIChatClient
@@ -135,3 +138,34 @@ def test_a_session_whose_stage_i_fails_raises_at_start(
     assert episode.data["status"] == "done" and episode.data["success"] is False
     with pytest.raises(BackendError):
         agent.run_task(TASK, lambda ctx: StepResult("ok", None, True))
+
+
+# -- add_knowledge refuses what it would drop or change (review finding 19) -----------------
+@pytest.mark.parametrize(
+    ("docs", "field"),
+    [
+        ([{"text": "Ovens preheat to 200C.", "source": None}], "text_or_docs[0].source"),
+        ([{"text": "Ovens preheat to 200C.", "source": 3}], "text_or_docs[0].source"),
+        (
+            [{"text": "Ovens preheat to 200C.", "title": "Manual p.3"}],
+            "text_or_docs[0].title: unknown field",
+        ),
+        (["Ovens preheat to 200C.", " \n\n "], "text_or_docs[1]: no text"),
+        (["Ovens preheat to 200C.", {"text": "\t"}], "text_or_docs[1].text: no text"),
+        ([{"source": "manual"}], "text_or_docs[0].text: expected a string, got None"),
+    ],
+)
+def test_add_knowledge_refuses_a_document_it_would_drop_or_change(
+    tmp_path: Path, docs: list[Any], field: str
+) -> None:
+    with FluxMemAgent.open(tmp_path / "k.db") as agent:
+        with pytest.raises(InvalidInputError, match="^" + re.escape(field)):
+            agent.add_knowledge(docs)
+        assert agent.stats()["semantic_nodes"] == 0  # nothing half-added
+        mixed: list[Any] = [
+            "Bread needs yeast.",
+            {"text": "Ovens preheat to 200C.", "source": "manual"},
+        ]
+        ids = agent.add_knowledge(mixed, source="notes")
+        nodes = agent.graph.get_nodes(ids)
+        assert [nodes[i].data["source"] for i in ids] == ["notes", "manual"]

@@ -151,13 +151,12 @@ class FluxMemAgent:
         self, text_or_docs: str | Sequence[str] | Sequence[Mapping[str, str]], *, source: str = ""
     ) -> list[str]:
         """Chunk documents into semantic nodes; returns their ids. A document may be a
-        string or ``{"text": ..., "source": ...}``."""
+        string or ``{"text": ..., "source": ...}`` (``source`` a string, default
+        ``source``; no other keys); an empty document is an InvalidInputError naming it."""
         check_value(text_or_docs, "text_or_docs", strict=False)
         check_value(source, "source", strict=False)
-        docs = documents(text_or_docs, source)
+        docs = documents(text_or_docs, source)  # each has text: each gives a chunk at least
         chunks = [(c, src) for text, src in docs for c in chunk(text, self.config.chunk_tokens)]
-        if not chunks:
-            raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
         vecs = self.embedder.embed([c for c, _ in chunks], op="fluxmem.knowledge")
         ids = []
         for (text, src), vec in zip(chunks, vecs, strict=True):

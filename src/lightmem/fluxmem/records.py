@@ -50,18 +50,47 @@ def repair_record(r: Repair) -> dict[str, str]:
 def documents(
     raw: str | Sequence[str] | Sequence[Mapping[str, str]], source: str
 ) -> list[tuple[str, str]]:
+    """``(text, source)`` of each document given to ``add_knowledge``: a string, or a
+    mapping of ``text`` and optionally ``source`` (a string; default ``source``). Every
+    document must hold text: one that would add nothing is refused, not skipped."""
     if not isinstance(source, str):
         raise InvalidInputError("source: expected a string")
-    items: Sequence[Any] = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, Sequence):
+    if isinstance(raw, str):
+        check_text(raw, "text_or_docs")
+        if not raw.strip():
+            raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
+        return [(raw, source)]
+    if not isinstance(raw, Sequence):
         raise InvalidInputError("text_or_docs: expected text, a list of texts or of dicts")
+    if not raw:
+        raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
     out = []
-    for i, d in enumerate(items):
+    for i, d in enumerate(raw):
+        where = f"text_or_docs[{i}]"
+        text: object
+        src: object
         if isinstance(d, str):
-            out.append((d, source))
-        elif isinstance(d, Mapping) and isinstance(d.get("text"), str):
-            out.append((d["text"], str(d.get("source", source))))
+            text, src = d, source
+        elif isinstance(d, Mapping):
+            for key in d:
+                if key not in ("text", "source"):
+                    raise InvalidInputError(
+                        f"{where}.{key}: unknown field (a document has 'text' and 'source')"
+                    )
+            text, src = d.get("text"), d.get("source", source)
+            if not isinstance(text, str):
+                raise InvalidInputError(f"{where}.text: expected a string, got {_tname(text)}")
+            if not isinstance(src, str):
+                raise InvalidInputError(f"{where}.source: expected a string, got {_tname(src)}")
+            where += ".text"
         else:
-            raise InvalidInputError(f"text_or_docs[{i}]: expected a string or {{'text': ...}}")
-        check_text(out[-1][0], f"text_or_docs[{i}]")
+            raise InvalidInputError(f"{where}: expected a string or {{'text': ...}}")
+        check_text(text, where)
+        if not text.strip():
+            raise InvalidInputError(f"{where}: no text (every document must have some)")
+        out.append((text, src))
     return out
+
+
+def _tname(value: object) -> str:
+    return "None" if value is None else type(value).__name__
