@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from lightmem.errors import ConfigError
@@ -34,10 +35,20 @@ class FluxMemConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "num_clusters" and value is None:
+            # The annotation says which: counts and sizes are "int" (2.5 facts is a slice
+            # index error later), weights and thresholds "float" (NaN passes every range
+            # check and silently scores nothing).
+            if f.type == "int | None" and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"fluxmem.{f.name}: expected a number, got {value!r}")
+            if f.type.startswith("int"):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(f"fluxmem.{f.name}: expected an integer, got {value!r}")
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ConfigError(f"fluxmem.{f.name}: expected a finite number, got {value!r}")
         for name in ("top_k_semantic", "top_k_episodic", "candidates", "chunk_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"fluxmem.{name}: must be at least 1")
