@@ -201,14 +201,20 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     if s["embedder"] == "multilingual":
         s["embedder"] = MULTILINGUAL_EMBEDDER
     tec = te.section("configs")
-    s["embedder_model"] = tec.get_str("model", "")
+    # Only the keys the chosen embedder uses are read, so done() refuses the others (a
+    # model path or a device given to wordllama would otherwise be silently ignored).
+    name = s["embedder"]
     s["embedding_dims"] = tec.get_opt_int("embedding_dims", 1, 65536)
-    s["embedder_api_key"] = tec.get_str("api_key", "") or None
-    s["embedder_base_url"] = tec.get_str("openai_base_url", "") or None
-    mk = tec.section("model_kwargs")
-    s["embedder_device"] = mk.get_str("device", "cpu")
-    mk.done()
-    tec.done()
+    if name in ("minilm", "minilm-lines", "huggingface", "openai"):
+        s["embedder_model"] = tec.get_str("model", "")
+    if name == "openai":
+        s["embedder_api_key"] = tec.get_str("api_key", "") or None
+        s["embedder_base_url"] = tec.get_str("openai_base_url", "") or None
+    if name == "huggingface":
+        mk = tec.section("model_kwargs")
+        s["embedder_device"] = mk.get_str("device", "cpu")
+        mk.done(f"by the {name!r} embedder")
+    tec.done(f"by the {name!r} embedder")
     te.done()
 
     strategy = root.get_choice("retrieve_strategy", "hybrid", RETRIEVE_STRATEGIES)
@@ -278,11 +284,12 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
 def _published_extras(root: ConfigSection) -> list[str]:
     """Published top-level keys that select nothing here; each is checked and noted."""
     notes = []
-    if root.get_bool("metadata_generate", True):
-        notes.append(
-            "metadata_generate: entries always carry the messages' speaker, time, topic and "
-            "source ids; an LLM memory_manager also writes keywords"
-        )
+    generate = root.get_bool("metadata_generate", True)
+    notes.append(
+        f"metadata_generate: {'' if generate else 'false not applied; '}entries always carry "
+        "the messages' speaker, time, topic and source ids; an LLM memory_manager also "
+        "writes keywords"
+    )
     threshold = root.get_number("extract_threshold")
     if threshold is not None:
         if not 0 <= float(threshold) <= 1:

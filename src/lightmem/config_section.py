@@ -87,13 +87,16 @@ class ConfigSection:
         value = self._get(key, None, (int, float))
         return None if value is None else float(value)
 
-    def done(self) -> None:
+    def done(self, used: str = "") -> None:
+        """Refuse the first key nobody read; ``used`` says what the supported keys are
+        supported by, e.g. "by the 'wordllama' embedder", when that depends on a choice."""
         unknown = sorted(set(self._raw) - self._seen)
         if unknown:
             where = f" in {self._path}" if self._path else ""
+            by = f" {used}" if used else ""
             raise ConfigError(
                 f"{self._name(unknown[0])}: unknown or unsupported config key{where} "
-                f"(supported: {', '.join(sorted(self._seen))})"
+                f"(supported{by}: {', '.join(sorted(self._seen)) or 'none'})"
             )
 
 
