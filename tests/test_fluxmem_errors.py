@@ -2,12 +2,15 @@
 failing LLM reasoner, the store) is raised as itself, with its traceback, once the episode
 is recorded as failed; what the user's ``execute_fn`` raises becomes TaskExecutionError
 *from* that exception. ``run_task``, ``arun_task`` and task sessions behave alike. And
-``add_knowledge`` refuses, naming it, a document field it would drop or change (19)."""
+``add_knowledge`` refuses, naming it, a document field it would drop or change (19); the
+concurrency bench's reader reports the kind of each error it counts (23)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import sqlite3
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -169,3 +172,25 @@ def test_add_knowledge_refuses_a_document_it_would_drop_or_change(
         ids = agent.add_knowledge(mixed, source="notes")
         nodes = agent.graph.get_nodes(ids)
         assert [nodes[i].data["source"] for i in ids] == ["notes", "manual"]
+
+
+# -- the concurrency bench says which errors its readers met (review finding 23) ------------
+def test_the_concurrency_reader_reports_the_kind_of_each_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store whose vector table went missing under the reader (another process's fault):
+    every read fails with StoreError, counted under that kind with a sample message."""
+    from lightmem.bench import concurrency
+    from lightmem.memory import LightMemory
+
+    path = tmp_path / "bench.db"
+    with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
+        mem.add_memory([{"content": f"note {i} about tuna"} for i in range(3)], force_extract=True)
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE vectors RENAME TO vectors_gone")
+    db.commit()
+    db.close()
+    concurrency.reader({"path": str(path)}, 0.3)
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert out["errors"] > 0 and out["errors"] == out["error_types"]["StoreError"]
+    assert "no such table: vectors" in out["error_samples"]["StoreError"]

@@ -3,7 +3,9 @@
 ``lightmem bench concurrency --writers 4 --readers 4 --seconds 60 [--dsn ...]`` runs it at
 length; the test suite runs a few seconds of it on each backend. Writers acknowledge each
 returned ``add_memory`` on stdout; afterwards every acknowledged message must be stored
-exactly once (count and checksum), with its entry, and readers must have seen no error.
+exactly once (count and checksum), with its entry, and readers must have seen no error
+(the result counts each kind, with a sample message; an exception that is not lightmem's
+fails the reader process instead of being counted).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from lightmem.errors import LightMemError
@@ -40,24 +43,45 @@ def writer(store: dict[str, Any], name: str, seconds: float, size: int) -> None:
 
 
 def reader(store: dict[str, Any], seconds: float) -> None:
-    errors = reads = 0
+    """Read while the writers write; prints ``{"reads", "errors", "error_types",
+    "error_samples"}``. Only lightmem's errors are counted (by kind, with a sample
+    message each): anything else is a bug, not a concurrency failure, and ends the
+    process with its traceback (a failed process in :func:`run`)."""
+    reads = 0
+    kinds: Counter[str] = Counter()
+    samples: dict[str, str] = {}
+
+    def failed(kind: str, detail: str) -> None:
+        kinds[kind] += 1
+        samples.setdefault(kind, detail[:300])
+
     with LightMemory.from_config(_config(store)) as mem:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
                 for r in mem.retrieve("tuna note", 20):
                     if not r.source_ids or not r.entry.version:
-                        errors += 1  # a half-written entry would show here
+                        failed("half-written entry", r.entry.id)
                 page = mem.list_entries(limit=50)
                 for e in page[:5]:
                     try:
                         mem.get(e.id)
-                    except LightMemError:
-                        errors += 1
+                    except LightMemError as exc:
+                        failed(type(exc).__name__, str(exc))
                 reads += 1
-            except Exception:
-                errors += 1
-    print(json.dumps({"reads": reads, "errors": errors}), flush=True)
+            except LightMemError as exc:
+                failed(type(exc).__name__, str(exc))
+    print(
+        json.dumps(
+            {
+                "reads": reads,
+                "errors": kinds.total(),
+                "error_types": dict(kinds),
+                "error_samples": samples,
+            }
+        ),
+        flush=True,
+    )
 
 
 def run(
@@ -91,6 +115,12 @@ def run(
     ]
     expected = sorted(f"{a}-{i}" for a in acked for i in range(size))
     reader_stats = [json.loads(out.splitlines()[-1]) for out in outs[writers:] if out.strip()]
+    error_types: Counter[str] = Counter()
+    samples: dict[str, str] = {}
+    for r in reader_stats:
+        error_types.update(r["error_types"])
+        for kind, sample in r["error_samples"].items():
+            samples.setdefault(kind, sample)
     with LightMemory.from_config(_config(store)) as mem:
         found = sorted(m.id for m in mem.store.get_messages(Scope(), expected))
         entries = mem.list_entries(filters={"kind": "entry"}, limit=1_000_000)
@@ -110,6 +140,8 @@ def run(
         "checksum_match": _digest(found) == _digest(expected),
         "reads": sum(r["reads"] for r in reader_stats),
         "reader_errors": sum(r["errors"] for r in reader_stats),
+        "reader_error_types": dict(error_types),
+        "reader_error_samples": samples,
         "failed_processes": failed,
         "integrity_problems": problems,
     }
