@@ -20,12 +20,16 @@ from lightmem.testing import OpenAIStubServer
 
 
 def test_wordllama_is_normalised_and_accounted(embedder: WordLlamaEmbedder) -> None:
-    before = sum(r.calls for r in embedder.ledger.totals())
+    def calls(op: str) -> int:
+        return sum(r.calls for r in embedder.ledger.totals() if r.op == op)
+
+    before, estimated = calls("t"), calls("t.estimated")
     v = embedder.embed(["a cat on a mat", "a kitten on a rug", "stock market crash"], op="t")
     assert v.shape == (3, 256) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2]
-    assert sum(r.calls for r in embedder.ledger.totals()) == before + 1
+    assert calls("t") == before + 1
+    assert calls("t.estimated") == estimated + 1  # a local model reports no token usage
     with pytest.raises(InvalidInputError, match="texts"):
         embedder.embed("not a list")
 
@@ -56,13 +60,17 @@ def test_openai_embedder_over_http() -> None:
 
 def test_openai_embedder_retries_then_reports(tmp_path: Path) -> None:
     with OpenAIStubServer(embedding_dim=16) as stub:
-        emb = OpenAIEmbedder("m", 16, base_url=stub.base_url, api_key="k", max_retries=2)
+        emb = OpenAIEmbedder(
+            "m", 16, base_url=stub.base_url, api_key="k", max_retries=2, backoff_s=0.01
+        )
         stub.fail_next(503, times=1)
-        assert emb.embed(["x"]).shape == (1, 16)  # retried transparently
+        assert emb.embed(["x"]).shape == (1, 16)  # retried
         stub.fail_next(500, times=5)
-        with pytest.raises(BackendError, match="embedding endpoint failed"):
+        with pytest.raises(BackendError, match="failed 3 times: embedding endpoint failed"):
             emb.embed(["y"])
-        assert [r.errors for r in emb.ledger.totals()] == [1]
+        (rec,) = emb.ledger.totals()  # every attempt accounted, each failed one an error
+        assert rec.calls == stub.counters.requests["/v1/embeddings"] == 5
+        assert rec.errors == stub.counters.injected == 4
 
 
 def test_openai_embedder_from_config(tmp_path: Path) -> None:

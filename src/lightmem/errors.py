@@ -28,3 +28,11 @@ class StoreError(LightMemError):
 
 class BackendError(LightMemError):
     """An embedding model, compressor or remote endpoint failed or is unavailable."""
+
+
+class TransientBackendError(BackendError):
+    """A backend failure worth retrying (HTTP 429 or 5xx, a timeout, a lost connection).
+
+    A model client's private hook raises it (``LLMClient._chat``, ``Embedder._embed``); the
+    public call retries, accounting each attempt, and raises a plain :class:`BackendError`
+    once its attempts run out."""

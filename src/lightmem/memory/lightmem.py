@@ -21,7 +21,7 @@ from lightmem.config import (
 )
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
-from lightmem.ledger import Ledger, UsageRecord
+from lightmem.ledger import ANNOTATIONS, Ledger, UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.memory import build
 from lightmem.memory.params import retrieve_params, scorer
@@ -473,7 +473,8 @@ class LightMemory:
         usage = self.store.usage()
         total = UsageRecord("all", "all")
         for r in usage:
-            total.add(r)
+            if not r.op.endswith(ANNOTATIONS):  # annotations repeat their op's figures
+                total.add(r)
         return {
             "store": self.store.path,
             "scope": scope.label(),

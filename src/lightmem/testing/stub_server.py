@@ -126,18 +126,22 @@ class OpenAIStubServer:
         if path.endswith("/embeddings"):
             inputs = body.get("input")
             texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
-            tokens = sum(estimate_tokens(t) for t in texts)
+            # a start and an end token per input, as a server's tokenizer counts them: the
+            # reported usage is not what a client would estimate
+            tokens = sum(estimate_tokens(t) + 2 for t in texts)
             with self._lock:
                 self.counters.prompt_tokens += tokens
-            return 200, {
+            vectors: dict[str, Any] = {
                 "object": "list",
                 "model": body.get("model", "stub"),
                 "data": [
                     {"object": "embedding", "index": i, "embedding": self.embed(t)}
                     for i, t in enumerate(texts)
                 ],
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
+            if self.report_usage:
+                vectors["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+            return 200, vectors
         if path.endswith("/chat/completions"):
             messages = body.get("messages", [])
             if not isinstance(messages, list) or len(messages) < 1:
