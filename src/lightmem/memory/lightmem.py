@@ -491,11 +491,15 @@ class LightMemory:
             if client is not None:
                 ledgers.setdefault(id(client.ledger), client.ledger)
         for ledger in ledgers.values():
-            self.store.record_usage(ledger.drain())
+            ledger.save(self.store.record_usage)
 
     def close(self) -> None:
-        self._save_usage()
-        self.store.close()
+        """Save the usage not yet saved and close the store (closed even if saving fails;
+        the error is raised after)."""
+        try:
+            self._save_usage()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> LightMemory:
         return self
