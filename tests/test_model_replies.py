@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import llm_config
 from lightmem import LightMemory, SQLiteStore, StoreError, WordLlamaEmbedder
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm import OpenAIChatClient
+from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.summarize import KeywordSummarizer, summarize_windows
 from lightmem.testing import OpenAIStubServer
+from lightmem.types import Scope
 
 TURNS = [
     {"id": "t1", "content": "I like green tea."},
@@ -49,6 +54,51 @@ def _client(stub: OpenAIStubServer, **kw: Any) -> OpenAIChatClient:
 
 def _cuts(client: OpenAIChatClient) -> dict[str, int]:
     return {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".cut")}
+
+
+# -- finding 17: every entry summarised, and by whom ------------------------------------------
+def _dated(n: int) -> list[dict[str, Any]]:
+    start = datetime(2024, 3, 1, 9, tzinfo=UTC)
+    return [
+        {
+            "id": f"d{i}",
+            "content": f"Day {i}: Ana planted tomato number {i}.",
+            "timestamp": (start + timedelta(days=i)).isoformat(),
+        }
+        for i in range(n)
+    ]
+
+
+def test_summaries_read_every_entry_page_by_page(
+    store_path: Path, embedder: WordLlamaEmbedder
+) -> None:
+    with LightMemory.from_config({"store": {"path": str(store_path)}}, embedder=embedder) as mem:
+        mem.add_memory(_dated(5), force_extract=True)
+        summarizer = KeywordSummarizer(EntropyCompressor())
+        report = summarize_windows(
+            mem.store, mem.embedder, summarizer, Scope(), timedelta(days=30), "global", page=2
+        )
+        [summary] = [mem.get(i) for i in report.created]
+    assert report.windows == 1
+    assert set(summary.source_ids) == {f"d{i}" for i in range(5)}
+
+
+def test_a_summary_names_the_summarizer_that_wrote_it(
+    stub: OpenAIStubServer, tmp_path: Path, embedder: WordLlamaEmbedder
+) -> None:
+    offline = {"store": {"path": str(tmp_path / "offline.db")}}
+    for cfg, expected in (
+        (offline, {"summarizer": "offline"}),
+        (llm_config(stub, tmp_path / "llm.db"), {"summarizer": "llm", "prompt": "summarize/1"}),
+    ):
+        with LightMemory.from_config(cfg, embedder=embedder) as mem:
+            mem.add_memory(_dated(2), force_extract=True)
+            created = mem.summarize("30d").created
+            meta = mem.get(created[0]).metadata
+        assert {k: meta.get(k) for k in ("summarizer", "prompt")} == {
+            "prompt": None,
+            **expected,
+        }
 
 
 # -- finding 18: close and usage --------------------------------------------------------------
