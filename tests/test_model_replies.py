@@ -15,12 +15,15 @@ import pytest
 
 from conftest import llm_config
 from lightmem import LightMemory, SQLiteStore, StoreError, WordLlamaEmbedder
+from lightmem.fluxmem.reasoner import LLMReasoner
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm import OpenAIChatClient
 from lightmem.pipeline.compress import EntropyCompressor
-from lightmem.pipeline.summarize import KeywordSummarizer, summarize_windows
-from lightmem.testing import OpenAIStubServer
-from lightmem.types import Scope
+from lightmem.pipeline.summarize import KeywordSummarizer, LLMSummarizer, summarize_windows
+from lightmem.pipeline.update import UpdateItem
+from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
+from lightmem.types import MemoryEntry, Scope
 
 TURNS = [
     {"id": "t1", "content": "I like green tea."},
@@ -54,6 +57,122 @@ def _client(stub: OpenAIStubServer, **kw: Any) -> OpenAIChatClient:
 
 def _cuts(client: OpenAIChatClient) -> dict[str, int]:
     return {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".cut")}
+
+
+# -- finding 1: duplicate event ids ------------------------------------------------------------
+def test_a_duplicate_event_id_is_sent_back_for_repair(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    llm.queue(_events(_event("e1", "Ana likes tea", "t1"), _event("e1", "Ana moved", "t2")))
+    cfg = {**llm_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(TURNS, force_extract=True)
+        events = mem.list_entries(filters={"kind": "event"})
+    assert len(events) == 1  # the scripted repair: one event per day
+    bodies = _chat_bodies(stub)
+    assert len(bodies) == 2
+    assert "events[1].id: duplicate event id 'e1'" in bodies[1]["messages"][-1]["content"]
+
+
+def test_a_model_that_keeps_duplicating_ids_gets_distinct_events(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    # the id-less first event must not take "e2", which the third names
+    reply = _events(
+        _event(None, "Ana likes green tea", "t1"),
+        _event("e2", "Ana moved to Porto", "t2"),
+        _event("e2", "Ana lives in Porto", "t2"),
+        relations=[{"from": "e2", "to": "e1", "type": "follows"}],
+    )
+    llm.queue(reply, reply, reply)  # never corrected: the last answer is kept
+    cfg = {**llm_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(TURNS, force_extract=True)
+        events = {e.text: e for e in mem.list_entries(filters={"kind": "event"})}
+        facts = mem.list_entries(filters={"kind": "entry"})
+    assert set(events) == {"Ana likes green tea", "Ana moved to Porto", "Ana lives in Porto"}
+    assert len({e.id for e in events.values()}) == 3
+    by_event = {f.text: f.metadata["event_id"] for f in facts}
+    assert {by_event[t] for t in events} == {e.id for e in events.values()}
+    moved = events["Ana moved to Porto"]  # a relation naming "e2" means its first event
+    assert moved.metadata["relations"] == [
+        {"type": "follows", "to": events["Ana likes green tea"].id}
+    ]
+    assert events["Ana lives in Porto"].metadata["relations"] == []
+
+
+# -- finding 4: model text the store would refuse -------------------------------------------
+_NUL, _SURROGATE = "\x00", "\ud800"  # json.dumps sends them as \u escapes
+
+
+@pytest.mark.parametrize("bad", [_NUL, _SURROGATE], ids=["nul", "lone-surrogate"])
+@pytest.mark.parametrize("field", ["fact", "time", "source_ids"])
+def test_flat_fact_text_the_store_refuses_is_repaired(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path, bad: str, field: str
+) -> None:
+    fact = {"fact": "Ana likes green tea", "source_ids": ["t1"], "time": ""}
+    fact[field] = [f"t1{bad}"] if field == "source_ids" else f"Ana {bad} tea"
+    llm.queue(json.dumps({"facts": [fact]}))
+    with LightMemory.from_config(llm_config(stub, store_path)) as mem:
+        mem.add_memory(TURNS[:1], force_extract=True)
+        texts = [e.text for e in mem.list_entries(filters={"kind": "entry"})]
+    assert texts == ["user: green tea"]  # the scripted repair (of the prompt's text), stored
+    bodies = _chat_bodies(stub)
+    assert len(bodies) == 2
+    assert f"facts[0].{field}" in bodies[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("field", ["summary", "participants", "cause", "fact"])
+def test_event_text_the_store_refuses_is_repaired(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path, field: str
+) -> None:
+    ev = _event("e1", "Ana likes tea", "t1")
+    if field == "participants":
+        ev["participants"] = [f"Ana{_NUL}"]
+    elif field == "fact":
+        ev["facts"][0]["fact"] = f"Ana{_SURROGATE}"
+    else:
+        ev[field] = f"Ana{_NUL}"
+    llm.queue(_events(ev))
+    cfg = {**llm_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(TURNS[:1], force_extract=True)
+        stored = mem.list_entries(filters={"kind": "event"})
+    assert len(stored) == 1 and "\x00" not in json.dumps(stored[0].to_dict())
+    repair = _chat_bodies(stub)[1]["messages"][-1]["content"]
+    assert "events[0]." in repair and ("NUL" in repair or "surrogate" in repair)
+
+
+def test_update_and_summary_text_the_store_refuses_is_repaired(
+    llm: ScriptedLLM, stub: OpenAIStubServer
+) -> None:
+    client = _client(stub)
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    newer, earlier = (
+        MemoryEntry(id=i, text=t, original_text=t, scope=Scope(), created_at=now, updated_at=now)
+        for i, t in (("n", "Ana still lives in Porto"), ("o", "Ana lives in Porto"))
+    )
+    merge = {"actions": [{"id": "o", "action": "merge", "text": f"Ana{_NUL}"}]}
+    llm.queue(json.dumps(merge))
+    actions = LLMUpdater(client).decide([UpdateItem(newer, ((earlier, 0.9),))])
+    assert [(a.op, a.target_id) for a in actions] == [("delete", "o")]  # the scripted repair
+    assert "actions[0].text" in _chat_bodies(stub)[1]["messages"][-1]["content"]
+    llm.queue(json.dumps({"summary": f"Ana{_SURROGATE}"}))
+    summary = LLMSummarizer(client).summarize([newer], "")
+    assert summary.startswith("1 memories")
+    assert "summary: not valid Unicode" in _chat_bodies(stub)[3]["messages"][-1]["content"]
+
+
+def test_fluxmem_steps_and_attribution_the_store_refuses_are_repaired(
+    llm: ScriptedLLM, stub: OpenAIStubServer
+) -> None:
+    reasoner = LLMReasoner(_client(stub))
+    llm.queue(json.dumps({"steps": ["open the door", f"take{_NUL}"]}))
+    assert reasoner.induce([["open the door", "take the key"]]) == ["open the door", "take the key"]
+    assert "steps[1]: contains a NUL" in _chat_bodies(stub)[1]["messages"][-1]["content"]
+    llm.queue(json.dumps({"kind": "missing", "detail": f"key{_SURROGATE}"}))
+    assert reasoner.attribute("open the door", "I did not know where the key was").kind
+    assert "detail: not valid Unicode" in _chat_bodies(stub)[3]["messages"][-1]["content"]
 
 
 # -- finding 17: every entry summarised, and by whom ------------------------------------------

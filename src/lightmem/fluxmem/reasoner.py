@@ -20,6 +20,7 @@ from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
 from lightmem.llm.base import LLMClient
 from lightmem.llm.packing import cut_texts, pack
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.text import content_terms
 
 _KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
@@ -182,7 +183,7 @@ class LLMReasoner:
         )
         return self.client.complete_json(
             attribute_prompt.build(task, text),
-            attribute_prompt.parse,
+            _attribution,
             op="fluxmem.attribute",
             output=output,
         )
@@ -221,10 +222,17 @@ class LLMReasoner:
         )
         return self.client.complete_json(
             steps_prompt.build(system, _refill(payload, short)),
-            steps_prompt.parse,
+            lambda obj: stored(steps_prompt.parse(obj), "steps"),
             op=op,
             output=output,
         )
+
+
+def _attribution(obj: Any) -> Feedback:
+    """The model's attribution, its detail held to the check of stored text."""
+    feedback = attribute_prompt.parse(obj)
+    stored(feedback.detail, "detail")
+    return feedback
 
 
 def _strings(value: Any) -> list[str]:
