@@ -6,6 +6,7 @@ say who wrote them, and closing a memory loses neither the store nor its usage."
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -173,6 +174,40 @@ def test_fluxmem_steps_and_attribution_the_store_refuses_are_repaired(
     llm.queue(json.dumps({"kind": "missing", "detail": f"key{_SURROGATE}"}))
     assert reasoner.attribute("open the door", "I did not know where the key was").kind
     assert "detail: not valid Unicode" in _chat_bodies(stub)[3]["messages"][-1]["content"]
+
+
+# -- finding 16: prompt texts cut to fit are reported -----------------------------------------
+HUGE = " ".join(["Ana walked her dog along the river before breakfast."] * 400)
+
+
+def test_update_summarize_and_fluxmem_cuts_are_logged_and_counted(
+    stub: OpenAIStubServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = _client(stub, context_tokens=1024)
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    newer, earlier = (
+        MemoryEntry(
+            id=i, text=HUGE + t, original_text="", scope=Scope(), created_at=now, updated_at=now
+        )
+        for i, t in (("n", " now"), ("o", " then"))
+    )
+    with caplog.at_level(logging.WARNING, logger="lightmem.llm"):
+        LLMUpdater(client).decide([UpdateItem(newer, ((earlier, 0.9),))])
+        LLMSummarizer(client).summarize([newer], "")
+        reasoner = LLMReasoner(client)
+        reasoner.verify("walk the dog", [HUGE])
+        reasoner.attribute(HUGE, HUGE)
+        reasoner.reshape(["walk"], "too coarse", HUGE)
+    # only the texts shortened count: not the short task of verify, nor reshape's short ones
+    assert _cuts(client) == {
+        "update.cut": 2,
+        "summarize.cut": 1,
+        "fluxmem.verify.cut": 1,
+        "fluxmem.attribute.cut": 2,
+        "fluxmem.reshape.cut": 1,
+    }
+    for op in ("update", "summarize", "fluxmem.verify", "fluxmem.attribute", "fluxmem.reshape"):
+        assert f"LLM {op}: " in caplog.text
 
 
 # -- finding 17: every entry summarised, and by whom ------------------------------------------

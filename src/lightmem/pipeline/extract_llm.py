@@ -10,9 +10,10 @@ from typing import Literal
 
 from lightmem.ledger import UsageRecord
 from lightmem.llm.base import ChatMessage, LLMClient, UnusableOutputError
-from lightmem.llm.schema import OutputSchema, cut_to_tokens, prompt_tokens_bound
+from lightmem.llm.schema import OutputSchema
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.extract import Draft, IdFactory, OfflineMemoryManager, Segment, topic_summary
+from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import (
     extract_event,
     extract_event_schema,
@@ -170,16 +171,11 @@ class LLMMemoryManager:
 
     def _cut(self, turn: _Turn) -> _Turn:
         """The turn with its prompt text cut to the longest that fits alone."""
-        lo, hi = 0, prompt_tokens_bound(turn.text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._fits([replace(turn, text=cut_to_tokens(turn.text, mid))]):
-                lo = mid
-            else:
-                hi = mid - 1
-        log.warning("turn %s cut to %d tokens to fit the model's context", turn.id, lo)
-        self.client.ledger.record(UsageRecord("llm", "extract.cut", items=1))
-        return replace(turn, text=cut_to_tokens(turn.text, lo))
+
+        def fits(texts: list[str]) -> bool:
+            return self._fits([replace(turn, text=texts[0])])
+
+        return replace(turn, text=cut_reported(self.client, "extract", [turn.text], fits)[0])
 
     # -- one call -----------------------------------------------------------------------------
     def _extract_batch(

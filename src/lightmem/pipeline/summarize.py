@@ -11,8 +11,9 @@ from typing import Literal, Protocol
 
 from lightmem.embed.base import Embedder
 from lightmem.llm.base import LLMClient
-from lightmem.llm.packing import cut_texts, pack
+from lightmem.llm.packing import pack
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import summarize as prompt
 from lightmem.pipeline.prompts import summarize_schema
 from lightmem.store.base import MemoryStore
@@ -72,7 +73,9 @@ class LLMSummarizer:
         def fits(group: Sequence[MemoryEntry], prev: str = room) -> bool:
             return self.client.fits(prompt.build(group, prev), output)
 
-        texts = cut_texts(
+        texts = cut_reported(
+            self.client,
+            "summarize",
             [e.text for e in entries],
             lambda t: all(fits([replace(e, text=x)]) for e, x in zip(entries, t, strict=True)),
         )
