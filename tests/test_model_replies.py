@@ -176,6 +176,40 @@ def test_fluxmem_steps_and_attribution_the_store_refuses_are_repaired(
     assert "detail: not valid Unicode" in _chat_bodies(stub)[3]["messages"][-1]["content"]
 
 
+# -- finding 10: messages_use and text_summary with an LLM memory manager ---------------------
+CHAT = [
+    {"id": "u1", "role": "user", "content": "I adopted a grey kitten named Pixel."},
+    {"id": "a1", "role": "assistant", "content": "Congratulations on adopting Pixel!"},
+]
+
+
+@pytest.mark.parametrize(("use", "kept"), [("user_only", "u1"), ("assistant_only", "a1")])
+def test_messages_use_chooses_the_turns_the_model_sees(
+    stub: OpenAIStubServer, store_path: Path, use: str, kept: str
+) -> None:
+    cfg = {**llm_config(stub, store_path), "messages_use": use}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(CHAT, force_extract=True)
+        entries = mem.list_entries(filters={"kind": "entry"})
+    assert [e.source_ids for e in entries] == [(kept,)]
+    prompt = _chat_bodies(stub)[0]["messages"][1]["content"]
+    dropped = next(m for m in CHAT if m["id"] != kept)
+    assert f"{dropped['id']} " not in prompt
+
+
+def test_the_fallback_follows_text_summary_and_messages_use(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    llm.queue("not json", "not json", "not json")  # unusable: per-turn entries
+    cfg = {**llm_config(stub, store_path), "messages_use": "user_only", "text_summary": False}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(CHAT, force_extract=True)
+        entries = mem.list_entries(filters={"kind": "entry"})
+    assert [(e.text, e.metadata["extractor"]) for e in entries] == [
+        (CHAT[0]["content"], "offline-fallback")
+    ]
+
+
 # -- finding 16: prompt texts cut to fit are reported -----------------------------------------
 HUGE = " ".join(["Ana walked her dog along the river before breakfast."] * 400)
 

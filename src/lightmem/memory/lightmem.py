@@ -29,7 +29,6 @@ from lightmem.memory.scoping import check_editable, read_scope, serialised
 from lightmem.pipeline import validity
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, retimed
-from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.provisional import extracted_vectors
@@ -122,13 +121,7 @@ class LightMemory:
         manager: MemoryManager | None = None
         updater: Updater | None = None
         if llm is not None and settings.llm is not None:
-            manager = LLMMemoryManager(
-                llm,
-                scorer(compressor, settings),
-                batch_tokens=settings.llm.batch_tokens,
-                mode="event" if settings.extraction_mode == "event" else "flat",
-                resolve_time=settings.resolve_time,
-            )
+            manager = build.llm_manager(llm, compressor, settings)
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:

@@ -77,6 +77,11 @@ class LLMMemoryManager:
     fact's text, then its turns, against the turns' time (a time the model wrote that could
     not be read is counted as ``("llm", "extract.unread_time")``). ``resolve_time=False``
     keeps no resolved time.
+
+    ``roles`` (None: every role) are the roles whose turns are extracted, as for the
+    offline manager: turns of other roles are neither sent to the model nor given an entry
+    (topic summaries still cover the whole segment). The default ``fallback`` follows the
+    same roles; :func:`lightmem.memory.build.llm_manager` builds both from the settings.
     """
 
     name = "llm"
@@ -92,6 +97,7 @@ class LLMMemoryManager:
         max_facts: int = 12,
         fallback: OfflineMemoryManager | None = None,
         resolve_time: bool = True,
+        roles: frozenset[str] | None = None,
     ) -> None:
         self.client = client
         self.mode = mode
@@ -100,8 +106,12 @@ class LLMMemoryManager:
         self._k = summary_keywords
         self._max_facts = max(1, max_facts)
         self._resolve_time = resolve_time
+        self._roles = roles
         self._fallback = fallback or OfflineMemoryManager(
-            keyword_scorer, summary_keywords=summary_keywords, resolve_time=resolve_time
+            keyword_scorer,
+            summary_keywords=summary_keywords,
+            roles=roles,
+            resolve_time=resolve_time,
         )
 
     @property
@@ -151,17 +161,24 @@ class LLMMemoryManager:
         return self.client.fits(*self._request(batch))
 
     def _batches(self, segments: Sequence[Segment]) -> list[list[_Turn]]:
-        """Whole segments up to ``batch_tokens``; within the context size, turn by turn."""
+        """Whole segments (their turns of ``roles``) up to ``batch_tokens``; within the
+        context size, turn by turn."""
         batches: list[list[_Turn]] = []
         size = 0
         for seg in segments:
-            cost = sum(estimate_tokens(b.compressed) for b in seg.messages)
+            kept = [
+                _Turn(b, seg, row, b.compressed)
+                for row, b in enumerate(seg.messages)
+                if self._roles is None or b.message.role in self._roles
+            ]
+            if not kept:
+                continue
+            cost = sum(estimate_tokens(t.text) for t in kept)
             if not batches or size + cost > self._batch_tokens:
                 batches.append([])
                 size = 0
             size += cost
-            for row, b in enumerate(seg.messages):
-                turn = _Turn(b, seg, row, b.compressed)
+            for turn in kept:
                 if batches[-1] and not self._fits([*batches[-1], turn]):
                     batches.append([])
                 if not self._fits([turn]):
