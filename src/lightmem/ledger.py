@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -66,7 +66,7 @@ class _Call:
 
 @dataclass
 class Ledger:
-    """Thread-safe usage counters. ``drain`` hands the not-yet-persisted part to a store."""
+    """Thread-safe usage counters. ``save`` hands the not-yet-persisted part to a store."""
 
     _totals: dict[tuple[str, str], UsageRecord] = field(default_factory=dict)
     _unsaved: dict[tuple[str, str], UsageRecord] = field(default_factory=dict)
@@ -118,6 +118,20 @@ class Ledger:
             out = list(self._unsaved.values())
             self._unsaved = {}
             return out
+
+    def save(self, write: Callable[[list[UsageRecord]], None]) -> None:
+        """Hand the usage not yet saved to ``write`` (e.g. a store's ``record_usage``); it
+        is forgotten only once ``write`` returns. If ``write`` raises, it is kept (with
+        whatever was recorded meanwhile) for the next save."""
+        records = self.drain()
+        try:
+            write(records)
+        except BaseException:
+            with self._lock:
+                for rec in records:
+                    key = (rec.kind, rec.op)
+                    self._unsaved.setdefault(key, UsageRecord(rec.kind, rec.op)).add(rec)
+            raise
 
     @staticmethod
     def _copy(r: UsageRecord) -> UsageRecord:

@@ -19,7 +19,9 @@ from lightmem.fluxmem.prompts import steps as steps_prompt
 from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
 from lightmem.llm.base import LLMClient
-from lightmem.llm.packing import cut_texts, pack
+from lightmem.llm.packing import pack
+from lightmem.pipeline.prompt_cut import cut_reported
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.text import content_terms
 
 _KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
@@ -157,8 +159,9 @@ class LLMReasoner:
             )
 
         # the task leaves room for at least one short fact; each fact fits beside the task
-        task = cut_texts([task], lambda t: fits(["x" * 64], t[0]))[0]
-        short = [cut_texts([t], fits)[0] for t in texts]
+        op = "fluxmem.verify"
+        task = cut_reported(self.client, op, [task], lambda t: fits(["x" * 64], t[0]))[0]
+        short = [cut_reported(self.client, op, [t], fits)[0] for t in texts]
         scores: list[float] = []
         for group in pack(short, fits):
             scores += self._verify(task, group)
@@ -176,13 +179,15 @@ class LLMReasoner:
         if isinstance(feedback, Feedback):
             return feedback
         output = attribute_schema.output(self.client.answer_limit())
-        task, text = cut_texts(
+        task, text = cut_reported(
+            self.client,
+            "fluxmem.attribute",
             [task, feedback or "the step failed without feedback"],
             lambda t: self.client.fits(attribute_prompt.build(t[0], t[1]), output),
         )
         return self.client.complete_json(
             attribute_prompt.build(task, text),
-            attribute_prompt.parse,
+            _attribution,
             op="fluxmem.attribute",
             output=output,
         )
@@ -215,16 +220,25 @@ class LLMReasoner:
     def _steps(self, system: str, payload: dict[str, Any], op: str) -> list[str]:
         output = steps_schema.output(self.client.answer_limit())
         flat = _strings(payload)
-        short = cut_texts(
+        short = cut_reported(
+            self.client,
+            op,
             flat,
             lambda t: self.client.fits(steps_prompt.build(system, _refill(payload, t)), output),
         )
         return self.client.complete_json(
             steps_prompt.build(system, _refill(payload, short)),
-            steps_prompt.parse,
+            lambda obj: stored(steps_prompt.parse(obj), "steps"),
             op=op,
             output=output,
         )
+
+
+def _attribution(obj: Any) -> Feedback:
+    """The model's attribution, its detail held to the check of stored text."""
+    feedback = attribute_prompt.parse(obj)
+    stored(feedback.detail, "detail")
+    return feedback
 
 
 def _strings(value: Any) -> list[str]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from lightmem.config import Settings
 from lightmem.embed.base import Embedder
+from lightmem.llm.base import LLMClient
 from lightmem.memory.params import ROLES, scorer
 from lightmem.pipeline.compress import Compressor
 from lightmem.pipeline.extract import MemoryManager, OfflineMemoryManager
+from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestOptions, Ingestor
 from lightmem.pipeline.provisional import ProvisionalEntries
 from lightmem.store.base import MemoryStore
@@ -21,6 +23,22 @@ def offline_manager(compressor: Compressor, s: Settings) -> OfflineMemoryManager
         roles=ROLES.get(s.messages_use),
         context_window=s.context_window,
         resolve_time=s.resolve_time,
+    )
+
+
+def llm_manager(llm: LLMClient, compressor: Compressor, s: Settings) -> LLMMemoryManager:
+    """The LLM memory manager of an ``openai`` config: it extracts the turns of
+    ``messages_use`` only, and its per-turn fallback is :func:`offline_manager` (so
+    ``text_summary`` and ``messages_use`` hold for the entries it writes too)."""
+    assert s.llm is not None
+    return LLMMemoryManager(
+        llm,
+        scorer(compressor, s),
+        batch_tokens=s.llm.batch_tokens,
+        mode="event" if s.extraction_mode == "event" else "flat",
+        fallback=offline_manager(compressor, s),
+        resolve_time=s.resolve_time,
+        roles=ROLES.get(s.messages_use),
     )
 
 

@@ -29,7 +29,6 @@ from lightmem.memory.scoping import check_editable, read_scope, serialised
 from lightmem.pipeline import validity
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.extract import MemoryManager, retimed
-from lightmem.pipeline.extract_llm import LLMMemoryManager
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import normalize_messages
 from lightmem.pipeline.provisional import extracted_vectors
@@ -122,13 +121,7 @@ class LightMemory:
         manager: MemoryManager | None = None
         updater: Updater | None = None
         if llm is not None and settings.llm is not None:
-            manager = LLMMemoryManager(
-                llm,
-                scorer(compressor, settings),
-                batch_tokens=settings.llm.batch_tokens,
-                mode="event" if settings.extraction_mode == "event" else "flat",
-                resolve_time=settings.resolve_time,
-            )
+            manager = build.llm_manager(llm, compressor, settings)
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:
@@ -492,11 +485,15 @@ class LightMemory:
             if client is not None:
                 ledgers.setdefault(id(client.ledger), client.ledger)
         for ledger in ledgers.values():
-            self.store.record_usage(ledger.drain())
+            ledger.save(self.store.record_usage)
 
     def close(self) -> None:
-        self._save_usage()
-        self.store.close()
+        """Save the usage not yet saved and close the store (closed even if saving fails;
+        the error is raised after)."""
+        try:
+            self._save_usage()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> LightMemory:
         return self

@@ -10,9 +10,10 @@ from typing import Literal
 
 from lightmem.ledger import UsageRecord
 from lightmem.llm.base import ChatMessage, LLMClient, UnusableOutputError
-from lightmem.llm.schema import OutputSchema, cut_to_tokens, prompt_tokens_bound
+from lightmem.llm.schema import OutputSchema
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.extract import Draft, IdFactory, OfflineMemoryManager, Segment, topic_summary
+from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import (
     extract_event,
     extract_event_schema,
@@ -76,6 +77,11 @@ class LLMMemoryManager:
     fact's text, then its turns, against the turns' time (a time the model wrote that could
     not be read is counted as ``("llm", "extract.unread_time")``). ``resolve_time=False``
     keeps no resolved time.
+
+    ``roles`` (None: every role) are the roles whose turns are extracted, as for the
+    offline manager: turns of other roles are neither sent to the model nor given an entry
+    (topic summaries still cover the whole segment). The default ``fallback`` follows the
+    same roles; :func:`lightmem.memory.build.llm_manager` builds both from the settings.
     """
 
     name = "llm"
@@ -91,6 +97,7 @@ class LLMMemoryManager:
         max_facts: int = 12,
         fallback: OfflineMemoryManager | None = None,
         resolve_time: bool = True,
+        roles: frozenset[str] | None = None,
     ) -> None:
         self.client = client
         self.mode = mode
@@ -99,8 +106,12 @@ class LLMMemoryManager:
         self._k = summary_keywords
         self._max_facts = max(1, max_facts)
         self._resolve_time = resolve_time
+        self._roles = roles
         self._fallback = fallback or OfflineMemoryManager(
-            keyword_scorer, summary_keywords=summary_keywords, resolve_time=resolve_time
+            keyword_scorer,
+            summary_keywords=summary_keywords,
+            roles=roles,
+            resolve_time=resolve_time,
         )
 
     @property
@@ -150,17 +161,24 @@ class LLMMemoryManager:
         return self.client.fits(*self._request(batch))
 
     def _batches(self, segments: Sequence[Segment]) -> list[list[_Turn]]:
-        """Whole segments up to ``batch_tokens``; within the context size, turn by turn."""
+        """Whole segments (their turns of ``roles``) up to ``batch_tokens``; within the
+        context size, turn by turn."""
         batches: list[list[_Turn]] = []
         size = 0
         for seg in segments:
-            cost = sum(estimate_tokens(b.compressed) for b in seg.messages)
+            kept = [
+                _Turn(b, seg, row, b.compressed)
+                for row, b in enumerate(seg.messages)
+                if self._roles is None or b.message.role in self._roles
+            ]
+            if not kept:
+                continue
+            cost = sum(estimate_tokens(t.text) for t in kept)
             if not batches or size + cost > self._batch_tokens:
                 batches.append([])
                 size = 0
             size += cost
-            for row, b in enumerate(seg.messages):
-                turn = _Turn(b, seg, row, b.compressed)
+            for turn in kept:
                 if batches[-1] and not self._fits([*batches[-1], turn]):
                     batches.append([])
                 if not self._fits([turn]):
@@ -170,16 +188,11 @@ class LLMMemoryManager:
 
     def _cut(self, turn: _Turn) -> _Turn:
         """The turn with its prompt text cut to the longest that fits alone."""
-        lo, hi = 0, prompt_tokens_bound(turn.text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._fits([replace(turn, text=cut_to_tokens(turn.text, mid))]):
-                lo = mid
-            else:
-                hi = mid - 1
-        log.warning("turn %s cut to %d tokens to fit the model's context", turn.id, lo)
-        self.client.ledger.record(UsageRecord("llm", "extract.cut", items=1))
-        return replace(turn, text=cut_to_tokens(turn.text, lo))
+
+        def fits(texts: list[str]) -> bool:
+            return self._fits([replace(turn, text=texts[0])])
+
+        return replace(turn, text=cut_reported(self.client, "extract", [turn.text], fits)[0])
 
     # -- one call -----------------------------------------------------------------------------
     def _extract_batch(

@@ -11,8 +11,9 @@ from typing import Literal, Protocol
 
 from lightmem.embed.base import Embedder
 from lightmem.llm.base import LLMClient
-from lightmem.llm.packing import cut_texts, pack
+from lightmem.llm.packing import pack
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import summarize as prompt
 from lightmem.pipeline.prompts import summarize_schema
 from lightmem.store.base import MemoryStore
@@ -24,7 +25,11 @@ RetrievalScope = Literal["global", "historical"]
 
 
 class Summarizer(Protocol):
+    """Writes a window's summary; ``name`` and ``prompt_version`` ("" for a model-free
+    one) are recorded in each summary's metadata."""
+
     name: str
+    prompt_version: str
 
     def summarize(self, entries: Sequence[MemoryEntry], previous: str) -> str: ...
 
@@ -33,6 +38,7 @@ class KeywordSummarizer:
     """Model-free: speakers, date range and the window's most informative words."""
 
     name = "offline"
+    prompt_version = ""
 
     def __init__(self, scorer: EntropyCompressor, keywords: int = 20) -> None:
         self._scorer = scorer
@@ -54,6 +60,7 @@ class LLMSummarizer:
     (texts too long for any request are cut in the prompt)."""
 
     name = "llm"
+    prompt_version = prompt.VERSION
 
     def __init__(self, client: LLMClient) -> None:
         self.client = client
@@ -66,7 +73,9 @@ class LLMSummarizer:
         def fits(group: Sequence[MemoryEntry], prev: str = room) -> bool:
             return self.client.fits(prompt.build(group, prev), output)
 
-        texts = cut_texts(
+        texts = cut_reported(
+            self.client,
+            "summarize",
             [e.text for e in entries],
             lambda t: all(fits([replace(e, text=x)]) for e, x in zip(entries, t, strict=True)),
         )
@@ -100,7 +109,7 @@ def summarize_windows(
     scope: Scope,
     window: timedelta,
     retrieval_scope: RetrievalScope,
-    max_entries: int = 100_000,
+    page: int = 10_000,
 ) -> SummaryReport:
     """Summarise the scope's dated facts and events per ``window`` (aligned to the epoch).
 
@@ -108,18 +117,31 @@ def summarize_windows(
     also sees the previous window's, so summaries carry how things developed. Summarising a
     window again updates its summary (kept in the history) instead of adding another.
     Summaries are per exact scope: a ``scope`` covering several users (or runs) gets one
-    set of summaries for each, stored in it, never one mixing them.
+    set of summaries for each, stored in it, never one mixing them. Every dated entry is
+    read, ``page`` at a time.
     """
-    by_scope: dict[Scope, list[MemoryEntry]] = {}
-    for e in store.list_entries(scope, Filters(kinds=("entry", "event")), max_entries, 0):
-        if e.timestamp is not None:
-            by_scope.setdefault(e.scope, []).append(e)
+    by_scope: dict[Scope, dict[str, MemoryEntry]] = {}
+    kinds = Filters(kinds=("entry", "event"))
+    offset = 0
+    while batch := store.list_entries(scope, kinds, page, offset):
+        offset += len(batch)
+        for e in batch:  # keyed by id: an entry added meanwhile may shift one into two pages
+            if e.timestamp is not None:
+                by_scope.setdefault(e.scope, {})[e.id] = e
     created: list[str] = []
     updated: list[str] = []
     windows = 0
     for own, entries in by_scope.items():
         windows += _summarize_scope(
-            store, embedder, summarizer, own, entries, window, retrieval_scope, created, updated
+            store,
+            embedder,
+            summarizer,
+            own,
+            list(entries.values()),
+            window,
+            retrieval_scope,
+            created,
+            updated,
         )
     return SummaryReport(windows, tuple(created), tuple(updated))
 
@@ -147,7 +169,7 @@ def _summarize_scope(
         start = _window_start(key * width)
         text = summarizer.summarize(members, previous if retrieval_scope == "historical" else "")
         previous = text
-        entry = _window_entry(scope, members, start, window, text, retrieval_scope)
+        entry = _window_entry(scope, members, start, window, text, retrieval_scope, summarizer)
         vec = embedder.embed([entry.search_text], op="summarize")[0]
         existing = store.get_entry(entry.id, scope)
         if existing is None:
@@ -178,6 +200,7 @@ def _window_entry(
     window: timedelta,
     text: str,
     retrieval_scope: RetrievalScope,
+    summarizer: Summarizer,
 ) -> MemoryEntry:
     # A window reaching past the calendar's last instant ends there (an entry dated
     # 9999-12-31 must not make every summary fail with OverflowError).
@@ -203,6 +226,7 @@ def _window_entry(
             "window_end": end.isoformat(),
             "retrieval_scope": retrieval_scope,
             "members": [e.id for e in members],
-            "summarizer": prompt.VERSION,
+            "summarizer": summarizer.name,
+            **({"prompt": summarizer.prompt_version} if summarizer.prompt_version else {}),
         },
     )

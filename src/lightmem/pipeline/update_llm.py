@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from lightmem.llm.base import ChatMessage, LLMClient
-from lightmem.llm.schema import OutputSchema, cut_to_tokens, prompt_tokens_bound
+from lightmem.llm.schema import OutputSchema
+from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import update as update_prompt
 from lightmem.pipeline.prompts import update_schema
 from lightmem.pipeline.update import UpdateAction, UpdateItem
@@ -78,21 +79,13 @@ class LLMUpdater:
         return out
 
     def _cut(self, newer: MemoryEntry, earlier: MemoryEntry) -> _Pair:
-        lo, hi = 0, max(prompt_tokens_bound(newer.text), prompt_tokens_bound(earlier.text))
+        def pair(texts: Sequence[str]) -> _Pair:
+            return replace(newer, text=texts[0]), [replace(earlier, text=texts[1])]
 
-        def cut(n: int) -> _Pair:
-            return (
-                replace(newer, text=cut_to_tokens(newer.text, n)),
-                [replace(earlier, text=cut_to_tokens(earlier.text, n))],
-            )
+        def fits(texts: list[str]) -> bool:
+            return self._fits([pair(texts)])
 
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._fits([cut(mid)]):
-                lo = mid
-            else:
-                hi = mid - 1
-        return cut(lo)
+        return pair(cut_reported(self.client, "update", [newer.text, earlier.text], fits))
 
 
 def _action(answer: dict[str, str], newer_of: dict[str, MemoryEntry]) -> UpdateAction | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from lightmem.llm.base import InvalidReply
 from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, TIME_RULE, Fact
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE
 
 VERSION = "extract_event/2"
@@ -49,15 +50,17 @@ class EventExtraction:
 
 def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtraction:
     """Facts citing turns outside the batch are rejected; an event left with no fact is
-    dropped with them, and so are relations naming unknown events."""
+    dropped with them, and so are relations naming unknown events. Event keys are unique:
+    an event without an ``id`` gets a key no other event of the reply names, and an ``id``
+    given twice is refused (``strict``) or, on the last answer, replaced by a fresh key
+    (relations naming it then mean its first event)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("events"), list):
         raise InvalidReply('expected an object with an "events" list')
     events: list[Event] = []
     rejected: list[dict[str, Any]] = []
+    keys = _keys(obj["events"], strict)
     for i, ev in enumerate(obj["events"]):
         where = f"events[{i}]"
-        if not isinstance(ev, dict):
-            raise InvalidReply(f"{where} must be an object")
         summary = _text(ev, "summary", where, required=True)
         facts_raw = ev.get("facts")
         if not isinstance(facts_raw, list):
@@ -70,6 +73,7 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
             ids = f.get("source_ids")
             if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
                 raise InvalidReply(f"{where}.facts[{j}].source_ids must list turn ids")
+            stored(ids, f"{where}.facts[{j}].source_ids")
             if not set(ids) <= allowed_ids:
                 rejected.append(f)
                 continue
@@ -82,16 +86,16 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
             raise InvalidReply(f"{where}.participants must be a list of names")
         events.append(
             Event(
-                key=str(ev.get("id") or f"e{i + 1}"),
+                key=keys[i],
                 summary=summary,
                 time=_text(ev, "time", where),
-                participants=tuple(participants),
+                participants=tuple(stored(participants, f"{where}.participants")),
                 cause=_text(ev, "cause", where),
                 effect=_text(ev, "effect", where),
                 facts=tuple(facts),
             )
         )
-    keys = {e.key for e in events}
+    kept = {e.key for e in events}
     relations = []
     for k, rel in enumerate(obj.get("relations") or []):
         if not isinstance(rel, dict):
@@ -99,11 +103,37 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
         src, dst, typ = rel.get("from"), rel.get("to"), rel.get("type")
         if typ not in RELATION_TYPES:
             raise InvalidReply(f"relations[{k}].type must be one of {', '.join(RELATION_TYPES)}")
-        if src in keys and dst in keys and src != dst:
+        if src in kept and dst in kept and src != dst:
             relations.append((str(src), str(dst), str(typ)))
     if strict and rejected:
         raise InvalidReply("facts cite turn ids that are not in the input")
     return EventExtraction(events, relations, rejected)
+
+
+def _keys(events: list[Any], strict: bool) -> list[str]:
+    """One distinct key per event of the reply: its ``id``, else "e<n>" for the first n
+    (from its position on) that no event names."""
+    given: list[str | None] = []
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise InvalidReply(f"events[{i}] must be an object")
+        raw = ev.get("id")
+        given.append(stored(str(raw), f"events[{i}].id") if raw else None)
+    taken = {k for k in given if k is not None}
+    keys: list[str] = []
+    seen: set[str] = set()
+    for i, key in enumerate(given):
+        if key is not None and key in seen and strict:
+            raise InvalidReply(f"events[{i}].id: duplicate event id {key!r}")
+        if key is None or key in seen:
+            n = i + 1
+            while f"e{n}" in taken:
+                n += 1
+            key = f"e{n}"
+            taken.add(key)
+        seen.add(key)
+        keys.append(key)
+    return keys
 
 
 def _text(obj: dict[str, Any], key: str, where: str, *, required: bool = False) -> str:
@@ -114,4 +144,4 @@ def _text(obj: dict[str, Any], key: str, where: str, *, required: bool = False) 
         return ""
     if not isinstance(value, str):
         raise InvalidReply(f"{where}.{key} must be a string")
-    return value.strip()
+    return stored(value, f"{where}.{key}").strip()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE, fence_lines, token
 
 VERSION = "extract_flat/3"
@@ -87,6 +88,9 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> Extractio
         when = f.get("time", "")
         if not isinstance(when, str):
             raise InvalidReply(f'facts[{i}].time must be a string ("" for none)')
+        stored(text, f"facts[{i}].fact")
+        stored(when, f"facts[{i}].time")
+        stored(ids, f"facts[{i}].source_ids")  # quoted back to the model when unknown
         if not set(ids) <= allowed_ids:
             rejected.append(f)
             continue

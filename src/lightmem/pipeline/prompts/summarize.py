@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE, fence_lines, token
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
@@ -35,7 +36,7 @@ def parse(obj: Any) -> str:
     summary = obj.get("summary") if isinstance(obj, dict) else None
     if not isinstance(summary, str):
         raise InvalidReply('expected an object with a "summary" string')
-    text = summary.strip()
+    text = stored(summary, "summary").strip()
     if not text:
         raise InvalidReply("summary must not be empty")
     return text

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
+from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE, fence
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
@@ -67,12 +68,11 @@ def parse(obj: Any) -> list[dict[str, str]]:
             raise InvalidReply(f'actions[{i}].text is required for "update"')
         if act == "supersede" and not (isinstance(by, str) and by):
             raise InvalidReply(f'actions[{i}].by is required for "supersede"')
-        out.append(
-            {
-                "id": a["id"],
-                "action": act,
-                "by": by if act == "supersede" and isinstance(by, str) else "",
-                "text": text.strip() if act == "merge" and isinstance(text, str) else "",
-            }
-        )
+        action = {
+            "id": a["id"],
+            "action": act,
+            "by": by if act == "supersede" and isinstance(by, str) else "",
+            "text": text.strip() if act == "merge" and isinstance(text, str) else "",
+        }
+        out.append(stored(action, f"actions[{i}]"))
     return out
