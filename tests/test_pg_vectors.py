@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 import pytest
 
-from lightmem import InvalidInputError, MemoryEntry, SQLiteStore
+from lightmem import ConfigError, MemoryEntry, SQLiteStore
 from lightmem.types import Filters, Scope
 
 DIM = 16
@@ -54,5 +54,5 @@ def test_an_unknown_index_kind_is_refused_by_name() -> None:
     from lightmem.store.postgres_search import PostgresEntryIndex
     from lightmem.store.text_index import Stemmer
 
-    with pytest.raises(InvalidInputError, match=r"store\.vector_index"):
+    with pytest.raises(ConfigError, match=r"store\.vector_index"):
         PostgresEntryIndex(None, Stemmer(), vector_index="float16")  # type: ignore[arg-type]

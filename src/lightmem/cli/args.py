@@ -44,18 +44,24 @@ _READ_COMMANDS = (
 )
 
 
+def read_config(args: argparse.Namespace) -> dict[str, Any]:
+    """``--config``'s file as it is (``{}`` without one)."""
+    if not args.config:
+        return {}
+    try:
+        cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
+    if not isinstance(cfg, dict):
+        raise InvalidInputError(f"--config: {args.config} must hold a JSON object")
+    return cfg
+
+
 def load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The library config: ``--config``'s file, with ``--store`` as its store unless the file
     names one. A ``--store`` that contradicts the file's store is refused, and so (for read
     commands) is a store file that does not exist, rather than creating an empty one."""
-    cfg: dict[str, Any] = {}
-    if args.config:
-        try:
-            cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InvalidInputError(f"--config: cannot read {args.config}: {exc}") from exc
-        if not isinstance(cfg, dict):
-            raise InvalidInputError(f"--config: {args.config} must hold a JSON object")
+    cfg = read_config(args)
     named = "store" in cfg or "embedding_retriever" in cfg
     if not named:
         default = os.environ.get("LIGHTMEM_STORE", "lightmem.db")

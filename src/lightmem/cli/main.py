@@ -187,7 +187,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("serve", "mcp", "keys"):
         from lightmem.cli import serve
 
-        return serve.dispatch(args, load_config(args))
+        return serve.dispatch(args)
     with LightMemory.from_config(load_config(args)) as mem:
         return memory_commands.run(mem, args, sys.stdout)
 

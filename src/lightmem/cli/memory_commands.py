@@ -22,6 +22,7 @@ from lightmem.cli.output import (
 from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
+from lightmem.pipeline.messages import assign_ids
 
 #: Sorts undated memories last.
 _LAST = datetime.max.replace(tzinfo=UTC)
@@ -68,7 +69,10 @@ def resolve_id(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
 def _cmd_add(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    messages = _read_messages(args.file)
+    # Ids are derived over the whole file, not per batch: a turn repeated at the same place
+    # of two batches ("thanks") is two turns, and re-adding the file is still a no-op.
+    raw = _read_messages(args.file)
+    messages = assign_ids(raw) if raw else raw
     created: list[str] = []
     added = 0
     scope = scope_of(args)

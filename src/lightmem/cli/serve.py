@@ -7,14 +7,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
+from lightmem.cli.args import load_config, read_config
 from lightmem.errors import BackendError, InvalidInputError
 
 
-def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
+def dispatch(args: argparse.Namespace) -> int:
+    """``keys``, ``serve`` and ``mcp``. The HTTP servers keep each tenant's store under
+    ``--data-dir`` (or ``--dsn``): a ``--store``, or a ``--config`` naming a store, is refused
+    (by :class:`TenantPool`) rather than ignored; ``mcp`` over stdio serves the ``--store``."""
     try:
-        from lightmem.server.tenancy import TenantPool
+        from lightmem.server.tenancy import TenantPool, check_server_config
     except ImportError as exc:  # pragma: no cover - without the extra
         raise BackendError("serving needs: pip install 'lightmem[server]'") from exc
     dsn = args.dsn or os.environ.get("LIGHTMEM_PG_DSN") or None
@@ -36,7 +39,15 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
 
     from lightmem.server.access_log import log_config
 
-    tenant_config = {k: v for k, v in config.items() if k != "store"}
+    if args.command == "mcp" and args.transport == "stdio":
+        return _stdio_mcp(args)
+    if args.store is not None:
+        raise InvalidInputError(
+            f"--store: lightmem {args.command} keeps each tenant's store under --data-dir "
+            "(or --dsn); remove it"
+        )
+    tenant_config = read_config(args)
+    check_server_config(tenant_config)  # here too: serve's workers would only log it
     if args.command == "serve":
         if args.max_body_mb <= 0:
             raise InvalidInputError("--max-body-mb: must be positive")
@@ -68,14 +79,9 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
         return 0
     from lightmem.server.access_log import AccessLog
     from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
-    from lightmem.server.tenancy import open_tenant, single_threaded_blas
+    from lightmem.server.tenancy import single_threaded_blas
 
-    if args.transport == "stdio":
-        single_threaded_blas()
-        local = open_tenant("local", config)
-        create_mcp(lambda: local).run(transport="stdio", show_banner=False)
-        local.memory.close()
-        return 0
+    single_threaded_blas()
     pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn)
     keys = pool.keys()
     server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
@@ -94,6 +100,18 @@ def dispatch(args: argparse.Namespace, config: dict[str, Any]) -> int:
     )
     pool.close()
     _say("lightmem mcp: stopped")
+    return 0
+
+
+def _stdio_mcp(args: argparse.Namespace) -> int:
+    from lightmem.server.mcp import create_mcp
+    from lightmem.server.tenancy import open_tenant, single_threaded_blas
+
+    config = load_config(args)
+    single_threaded_blas()
+    local = open_tenant("local", config)
+    create_mcp(lambda: local).run(transport="stdio", show_banner=False)
+    local.memory.close()
     return 0
 
 

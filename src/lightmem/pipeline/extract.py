@@ -111,7 +111,7 @@ class OfflineMemoryManager:
                             context=context,
                             created_at=now,
                             updated_at=now,
-                            metadata={"role": m.role, **dict(m.metadata)},
+                            metadata={**dict(m.metadata), "role": m.role},
                             event_time=resolve(m.content, m.timestamp)
                             if self._resolve_time
                             else None,

@@ -30,6 +30,8 @@ _KNOWN = {
     "speaker_name",
     "metadata",
 }
+#: The roles ``messages_use`` selects by (memory/params.py), spelled exactly so.
+_UNDERSTOOD_ROLES = ("user", "assistant")
 MAX_CONTENT_CHARS = 1_000_000
 #: Ids, roles and speaker names are interpolated into every prompt line of their turn.
 MAX_FIELD_CHARS = 1_000
@@ -44,25 +46,22 @@ def normalize_messages(
 
     Keys: ``content`` (or ``text``), ``role`` (default "user"), ``timestamp`` (or
     ``time_stamp``), ``id`` (or ``dia_id``), ``speaker_id``, ``speaker_name`` (or ``speaker``),
-    ``metadata``. Unknown keys are kept in ``metadata`` rather than dropped.
+    ``metadata`` (a dict). Unknown keys are kept in ``metadata`` rather than dropped; one that
+    is also a key of ``metadata``, or a ``metadata.role``, is refused.
+
+    ``role`` is compared exactly: ``messages_use`` reads "user" or "assistant" turns, so a
+    differently cased spelling of those ("Assistant") is refused; other roles ("system",
+    "tool") are kept as given and are read by extraction under ``messages_use: hybrid``.
 
     A message without ``id`` gets one derived from its content, role, speaker, timestamp,
     metadata and position in the call (:func:`derived_id`), so retrying an add whose outcome
-    was lost stores nothing twice (ids are unique per scope in the store).
+    was lost stores nothing twice (ids are unique per scope in the store). The flip side: the
+    same turn at the same position of two calls is one message. A conversation sent in
+    several calls keeps its repeats apart with :func:`assign_ids` over the whole of it.
     """
-    if isinstance(messages, Mapping):
-        items: Sequence[Any] = [messages]
-    elif isinstance(messages, Sequence) and not isinstance(messages, str | bytes):
-        items = messages
-    else:
-        raise InvalidInputError(
-            f"messages: expected a dict or a list of dicts, got {type(messages).__name__}"
-        )
-    if not items:
-        raise InvalidInputError("messages: the list is empty")
     out: list[Message] = []
     seen: set[str] = set()
-    for i, raw in enumerate(items):
+    for i, raw in enumerate(_items(messages)):
         msg = _one(raw, f"messages[{i}]", default_timestamp)
         if not msg.id:
             msg = replace(msg, id=derived_id(msg, i))
@@ -71,6 +70,36 @@ def normalize_messages(
         seen.add(msg.id)
         out.append(msg)
     return out
+
+
+def assign_ids(
+    messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """The messages as dicts, each one given without an id now carrying (as ``id``) the id
+    derived at its position in the whole list. Send one conversation in several
+    ``add_memory`` calls this way and a literal repeat in a later call is not taken for a
+    retry, while re-sending the whole list still stores nothing twice."""
+    normalized = normalize_messages(messages)
+    out: list[dict[str, Any]] = []
+    for raw, msg in zip(_items(messages), normalized, strict=True):
+        given = {k: v for k, v in raw.items() if _ALIASES.get(k, k) == "id"}
+        if any(v is not None for v in given.values()):
+            out.append(dict(raw))
+        else:
+            out.append({**{k: v for k, v in raw.items() if k not in given}, "id": msg.id})
+    return out
+
+
+def _items(messages: object) -> Sequence[Any]:
+    if isinstance(messages, Mapping):
+        return [messages]
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise InvalidInputError(
+            f"messages: expected a dict or a list of dicts, got {type(messages).__name__}"
+        )
+    if not messages:
+        raise InvalidInputError("messages: the list is empty")
+    return messages
 
 
 def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
@@ -98,7 +127,7 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
         raise InvalidInputError(f"{where}.content: longer than {MAX_CONTENT_CHARS} characters")
     check_text(content, f"{where}.content")
 
-    role = _opt_str(fields, "role", where) or "user"
+    role = _role(fields, where)
     msg_id = fields.get("id")
     if msg_id is None:
         msg_id = ""  # derived from the finished message by the caller
@@ -119,9 +148,17 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
             raise InvalidInputError(f"{where}.timestamp: {exc}") from exc
         time_text = ts_raw if isinstance(ts_raw, str) else timestamp.isoformat()
 
-    metadata = fields.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidInputError(f"{where}.metadata: expected a dict")
+    metadata = fields.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"{where}.metadata: expected a dict, got {type(metadata).__name__}")
+    if "role" in metadata:
+        # Entries carry the turn's role as metadata.role (what messages_use selects by).
+        raise InvalidInputError(f"{where}.metadata.role: reserved for the turn's role; use role")
+    for key in extra:
+        if key in metadata:
+            raise InvalidInputError(f"{where}.{key}: also given in metadata; give it once")
     metadata = {**dict(metadata), **extra}
     check_value(metadata, f"{where}.metadata")
 
@@ -135,6 +172,21 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
         speaker_name=_opt_str(fields, "speaker_name", where),
         metadata=metadata,
     )
+
+
+def _role(fields: Mapping[str, Any], where: str) -> str:
+    if fields.get("role") is None:
+        return "user"
+    role = _opt_str(fields, "role", where)
+    if not role:
+        raise InvalidInputError(f"{where}.role: must not be blank (omit it for 'user')")
+    for known in _UNDERSTOOD_ROLES:
+        if role != known and role.lower() == known:
+            raise InvalidInputError(
+                f"{where}.role: {role!r} is not a role lightmem reads; roles are "
+                f"case-sensitive: write {known!r}"
+            )
+    return role
 
 
 def _opt_str(fields: Mapping[str, Any], key: str, where: str) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.auth import AccessToken, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
@@ -29,6 +29,7 @@ from lightmem.server.schemas import (
     Mode,
     RetrievalScope,
     RunId,
+    StepFeedbackArg,
     UserId,
     compact_retrieval,
     scope_dict,
@@ -62,20 +63,6 @@ class KeyVerifier(TokenVerifier):
         if tenant is None:
             return None
         return AccessToken(token=token, client_id=tenant, scopes=[])
-
-
-class Feedback(BaseModel):
-    """Structured feedback on a failed step (FluxMem Stage II)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["missing", "noise", "granularity"] = Field(
-        description="'missing': a needed fact was absent; 'noise': a given node misled; "
-        "'granularity': a node was too coarse or too fine."
-    )
-    detail: str = Field("", description="What exactly was wrong.")
-    node_id: str | None = Field(None, description="The node at fault, if known.")
-    steps: list[str] | None = Field(None, description="Finer steps to replace the node with.")
 
 
 TaskArg = Annotated[str, Field(description="The task, in natural language.")]
@@ -117,7 +104,11 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             str | None, Field(description="Shortcut: the assistant's reply in that exchange.")
         ] = None,
         timestamp: Annotated[
-            str | None, Field(description="When the user/assistant exchange happened (ISO 8601).")
+            str | None,
+            Field(
+                description="When the user/assistant exchange happened (ISO 8601); without it "
+                "the same exchange sent twice is stored once (taken for a retry)."
+            ),
         ] = None,
         force_extract: Annotated[
             bool,
@@ -130,7 +121,23 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         """Store conversation turns as long-term memory. Call it after each exchange worth
         remembering (facts about the user, decisions, plans), with the same user_id you
         retrieve with. Returns the ids of the memories created."""
-        if messages is None:
+        if messages is not None:
+            given = [
+                name
+                for name, value in (
+                    ("user_message", user_message),
+                    ("assistant_message", assistant_message),
+                    ("timestamp", timestamp),
+                )
+                if value is not None
+            ]
+            if given:
+                raise InvalidInputError(
+                    f"{given[0]}: give messages or user_message/assistant_message/timestamp, "
+                    "not both (set each turn's timestamp inside messages)"
+                )
+            raw = [m.as_dict() for m in messages]
+        else:
             pair = [
                 {"role": role, "content": text, **({"timestamp": timestamp} if timestamp else {})}
                 for role, text in (("user", user_message), ("assistant", assistant_message))
@@ -139,8 +146,6 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             if not pair:
                 raise InvalidInputError("messages: give messages or user_message/assistant_message")
             raw = pair
-        else:
-            raw = [m.as_dict() for m in messages]
         return service.add_memory(
             resolve(),
             raw,
@@ -359,10 +364,7 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         session_id: Annotated[str, Field(description="The id start_task returned.")],
         success: Annotated[bool, Field(description="Whether acting on the context worked.")],
         result: Annotated[str | None, Field(description="What happened (free text).")] = None,
-        feedback: Annotated[
-            str | Feedback | None,
-            Field(description="On failure: what was wrong with the context."),
-        ] = None,
+        feedback: Annotated[StepFeedbackArg, Field(description=schemas.FEEDBACK)] = None,
         actions: Annotated[
             list[str] | None, Field(description="The actions you took, in order.")
         ] = None,
@@ -376,9 +378,7 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
             session_id,
             result=result,
             success=success,
-            feedback=feedback.model_dump(exclude_none=True)
-            if isinstance(feedback, Feedback)
-            else feedback,
+            feedback=feedback,
             actions=actions or [],
             step=step,
         )

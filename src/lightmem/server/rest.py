@@ -25,8 +25,14 @@ from lightmem.errors import (
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
 from lightmem.server.access_log import AccessLog, ASGIApp, Receive, Send
-from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope
-from lightmem.server.tenancy import SERVER_SCHEMA, KeyRegistry, Tenant, TenantPool
+from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
+from lightmem.server.tenancy import (
+    SERVER_SCHEMA,
+    KeyRegistry,
+    Tenant,
+    TenantPool,
+    single_threaded_blas,
+)
 from lightmem.validate import MAX_OFFSET
 
 Scope = dict[str, str | None]
@@ -45,7 +51,7 @@ class ScopeFields(_Body):
 
 
 class AddBody(ScopeFields):
-    messages: list[dict[str, Any]] | dict[str, Any]
+    messages: list[dict[str, Any]] | dict[str, Any] = Field(description=schemas.MESSAGES)
     force_segment: bool = False
     force_extract: bool = False
 
@@ -92,7 +98,7 @@ class TaskBody(_Body):
 class StepBody(_Body):
     result: Any = None
     success: bool
-    feedback: str | dict[str, Any] | None = None
+    feedback: StepFeedbackArg = Field(None, description=schemas.FEEDBACK)
     actions: list[str] = Field(default_factory=list)
     step: int | None = Field(None, ge=0, description=schemas.STEP)
 
@@ -406,12 +412,39 @@ async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
 def app_from_env() -> FastAPI:
     """The app built from ``LIGHTMEM_DATA_DIR`` or ``LIGHTMEM_SERVER_DSN`` (PostgreSQL, keys
     in schema ``LIGHTMEM_SERVER_SCHEMA``, default ``lightmem_server``), and optional
-    ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG``, for ``uvicorn --factory``
-    and multi-worker serving."""
+    ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG`` (a JSON object), for
+    ``uvicorn --factory`` and multi-worker serving. A value that cannot be read is a
+    ``ConfigError`` naming its variable. Serving, the process uses one BLAS thread
+    (:func:`~lightmem.server.tenancy.single_threaded_blas`)."""
     dsn = os.environ.get("LIGHTMEM_SERVER_DSN") or None
     data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
-    config = json.loads(os.environ.get("LIGHTMEM_SERVER_CONFIG") or "{}")
-    max_body = int(os.environ.get("LIGHTMEM_MAX_BODY_BYTES") or DEFAULT_MAX_BODY)
+    config = _env_config("LIGHTMEM_SERVER_CONFIG")
+    max_body = _env_bytes("LIGHTMEM_MAX_BODY_BYTES", DEFAULT_MAX_BODY)
     schema = os.environ.get("LIGHTMEM_SERVER_SCHEMA") or SERVER_SCHEMA
+    single_threaded_blas()
     pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema)
     return create_app(pool, pool.keys(), max_body_bytes=max_body)
+
+
+def _env_config(name: str) -> dict[str, Any]:
+    text = os.environ.get(name) or "{}"
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise ConfigError(f"{name}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
+def _env_bytes(name: str, default: int) -> int:
+    text = os.environ.get(name) or ""
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"{name}: expected a positive integer of bytes, got {text!r}")
+    return value

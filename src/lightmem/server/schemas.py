@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 Mode = Literal["embedding", "context", "hybrid", "hierarchical"]
 Kind = Literal["entry", "event", "summary"]
@@ -83,6 +83,41 @@ STEP = (
 )
 NODE_ID = "The FluxMem graph node to erase (a fact, episode or skill id)."
 
+MESSAGE_ID = (
+    "Your id for the turn; re-sending the same id and text is a no-op. Without one, the id "
+    "is derived from the turn's content, role, speaker, time and position in this call: the "
+    "same turn at the same position of two calls is stored once (a retry), so give ids or "
+    "timestamps to store a literal repeat."
+)
+MESSAGES = (
+    "Turns to store, oldest first: each with content (or text) and optional role, "
+    "timestamp, id, speaker_name, speaker_id, metadata. A turn without id gets one derived "
+    "from its content, role, speaker, time and position in this call: the same turn at the "
+    "same position of two calls is stored once (a retry), so give ids or timestamps to "
+    "store a literal repeat."
+)
+FEEDBACK = "On failure: what was wrong with the context (text, or the structured object)."
+
+
+class StepFeedback(BaseModel):
+    """Structured feedback on a failed step (FluxMem Stage II). Only its schema is used:
+    ``service.record_step`` checks the value, for REST and MCP alike."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["missing", "noise", "granularity"] = Field(
+        description="'missing': a needed fact was absent; 'noise': a given node misled; "
+        "'granularity': a node was too coarse or too fine."
+    )
+    detail: str = Field("", description="What exactly was wrong.")
+    node_id: str | None = Field(None, description="The node at fault, if known.")
+    steps: list[str] | None = Field(None, description="Finer steps to replace the node with.")
+
+
+#: Described as text or a :class:`StepFeedback`, passed on as sent: the one check of it is
+#: ``service.record_step``'s, so both interfaces refuse the same input with the same message.
+StepFeedbackArg = SkipValidation[str | StepFeedback | None]
+
 UserId = Annotated[str | None, Field(description=USER_ID)]
 AgentId = Annotated[str | None, Field(description=AGENT_ID)]
 RunId = Annotated[str | None, Field(description=RUN_ID)]
@@ -115,9 +150,7 @@ class InputMessage(BaseModel):
     timestamp: str | None = Field(
         None, description="When it was said (ISO 8601 or e.g. '1:56 pm on 8 May, 2023')."
     )
-    id: str | None = Field(
-        None, description="Your id for the turn; re-sending the same id and text is a no-op."
-    )
+    id: str | None = Field(None, description=MESSAGE_ID)
     speaker_name: str | None = Field(None, description="The speaker's display name.")
     speaker_id: str | None = Field(None, description="A stable id of the speaker.")
     metadata: dict[str, Any] | None = Field(None, description="Any extra JSON kept with the turn.")

@@ -203,7 +203,7 @@ def record_step(
     *,
     result: Any,
     success: bool,
-    feedback: str | Mapping[str, Any] | None = None,
+    feedback: object = None,
     actions: Sequence[str] = (),
     step: int | None = None,
 ) -> dict[str, Any]:
@@ -284,23 +284,38 @@ def graph_history(t: Tenant, limit: int = 100) -> dict[str, Any]:
     return {"events": t.agent.history(limit)}
 
 
-def _feedback(raw: str | Mapping[str, Any] | None) -> str | Feedback | None:
+_FEEDBACK_FIELDS = ("kind", "detail", "node_id", "steps")
+
+
+def _feedback(raw: object) -> str | Feedback | None:
+    """The step feedback as REST and MCP send it (both pass it here unvalidated, so the
+    two refuse the same things with the same words): text, or the object described by
+    :class:`lightmem.server.schemas.StepFeedback`."""
     if raw is None or isinstance(raw, str):
         return raw
     if not isinstance(raw, Mapping):
-        raise InvalidInputError("feedback: expected text or {kind, detail, node_id, steps}")
+        raise InvalidInputError(
+            f"feedback: expected text or {{kind, detail, node_id, steps}}, got {type(raw).__name__}"
+        )
+    for key in raw:
+        if key not in _FEEDBACK_FIELDS:
+            raise InvalidInputError(
+                f"feedback.{key}: unknown field (known: {', '.join(_FEEDBACK_FIELDS)})"
+            )
     kind = raw.get("kind")
     if kind not in ("missing", "noise", "granularity"):
         raise InvalidInputError("feedback.kind: must be 'missing', 'noise' or 'granularity'")
-    steps = raw.get("steps") or ()
-    if isinstance(steps, str) or not all(isinstance(s, str) for s in steps):
-        raise InvalidInputError("feedback.steps: expected a list of strings")
+    steps = raw.get("steps")
+    if steps is None:
+        steps = ()
+    elif not isinstance(steps, list | tuple) or not all(isinstance(s, str) for s in steps):
+        raise InvalidInputError(f"feedback.steps: expected a list of strings, got {steps!r:.80}")
     node_id = raw.get("node_id")
     if node_id is not None and not isinstance(node_id, str):
-        raise InvalidInputError("feedback.node_id: expected a string")
+        raise InvalidInputError(f"feedback.node_id: expected a string, got {node_id!r:.80}")
     detail = raw.get("detail", "")
     if not isinstance(detail, str):
-        raise InvalidInputError("feedback.detail: expected a string")
+        raise InvalidInputError(f"feedback.detail: expected a string, got {detail!r:.80}")
     return Feedback(kind, detail, node_id, tuple(steps))
 
 

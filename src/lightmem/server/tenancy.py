@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,21 +20,37 @@ from typing import Any
 
 from lightmem.config import build_embedder, parse_config
 from lightmem.embed.base import Embedder
-from lightmem.errors import InvalidInputError, NotFoundError, StoreError
+from lightmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
+#: Config sections the server fills in for each tenant (its store); a config naming one is
+#: refused rather than silently replaced.
+SERVER_OWNED = ("store", "embedding_retriever", "summary_retriever")
 _TENANT = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _APP_ID = 0x4C4D4B59  # "LMKY"
 
 
 def single_threaded_blas() -> None:
     """Servers answer many small queries on many threads: a multi-threaded BLAS then spends
-    its time contending (measured: 79 vs 537 queries/s on 8 threads), so one thread each."""
+    its time contending (measured: 79 vs 537 queries/s on 8 threads), so one thread each.
+    It changes the whole process, so only the server entry points call it (``lightmem
+    serve``/``mcp`` and :func:`lightmem.server.rest.app_from_env`), never a library object."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
+
+
+def check_server_config(config: Mapping[str, Any]) -> None:
+    """Refuse a server config naming a store: the server chooses each tenant's store, and
+    replacing the user's silently would serve other files than the config names."""
+    for key in SERVER_OWNED:
+        if key in config:
+            raise ConfigError(
+                f"{key}: the server keeps each tenant's store under its data directory (or "
+                "DSN); remove it from the server config"
+            )
 
 
 def check_tenant(tenant: object) -> str:
@@ -128,15 +144,25 @@ class SQLiteKeyRegistry(KeyRegistry):
         self._conn.execute("PRAGMA journal_mode = WAL")
 
     def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._driver_errors():
             return self._conn.execute(sql, params).fetchall()
 
     def _execute(self, sql: str, params: Sequence[Any]) -> int:
-        with self._lock:
+        with self._lock, self._driver_errors():
             return self._conn.execute(sql, params).rowcount
 
     def close(self) -> None:
-        self._conn.close()
+        with self._driver_errors():
+            self._conn.close()
+
+    @contextmanager
+    def _driver_errors(self) -> Iterator[None]:
+        """sqlite3 errors (a locked or read-only file, a full disk) as StoreError, as
+        :class:`PostgresKeyRegistry` does for its driver."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"keys: {self.path!r}: {exc}") from exc
 
 
 class PostgresKeyRegistry(KeyRegistry):
@@ -208,7 +234,8 @@ class TenantPool:
     """Opens each tenant's store once and keeps it: a SQLite file per tenant under
     ``<data_dir>/tenants/``, or, given ``dsn``, a PostgreSQL schema per tenant
     (:func:`tenant_schema`) with the keys in ``server_schema``. Either way no tenant's key
-    can reach another's rows."""
+    can reach another's rows. The pool chooses the stores, so a ``config`` naming one
+    (:data:`SERVER_OWNED`) is a ``ConfigError``."""
 
     def __init__(
         self,
@@ -221,7 +248,7 @@ class TenantPool:
     ) -> None:
         if (data_dir is None) == (dsn is None):
             raise InvalidInputError("data_dir, dsn: give exactly one (SQLite files or PostgreSQL)")
-        single_threaded_blas()
+        check_server_config(config or {})
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.dsn = dsn
         self.server_schema = server_schema
@@ -267,7 +294,14 @@ class TenantPool:
             return t
 
     def close(self) -> None:
+        """Close every tenant, even after one fails; the first failure is raised at the end."""
+        first: Exception | None = None
         with self._lock:
             for t in self._tenants.values():
-                t.memory.close()
+                try:
+                    t.memory.close()
+                except Exception as exc:  # the others still close; this one is raised below
+                    first = first or exc
             self._tenants.clear()
+        if first is not None:
+            raise first

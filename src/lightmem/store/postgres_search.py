@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lightmem.errors import InvalidInputError
+from lightmem.errors import ConfigError
 from lightmem.store import entry_time
 from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
@@ -89,7 +89,7 @@ class PostgresEntryIndex:
         vector_index: str = "halfvec",
     ) -> None:
         if vector_index not in VECTOR_INDEXES:
-            raise InvalidInputError(
+            raise ConfigError(
                 f"store.vector_index: {vector_index!r} is not one of {', '.join(VECTOR_INDEXES)}"
             )
         self.db = db
