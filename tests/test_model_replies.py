@@ -17,7 +17,7 @@ import pytest
 from conftest import llm_config
 from lightmem import LightMemory, SQLiteStore, StoreError, WordLlamaEmbedder
 from lightmem.fluxmem.reasoner import LLMReasoner
-from lightmem.ledger import Ledger, UsageRecord
+from lightmem.ledger import Ledger, UsageRecord, calls
 from lightmem.llm import OpenAIChatClient
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.summarize import KeywordSummarizer, LLMSummarizer, summarize_windows
@@ -326,3 +326,15 @@ def test_ledger_save_keeps_what_a_failed_write_did_not_take() -> None:
     assert [(r.op, r.calls, r.prompt_tokens) for r in saved] == [("extract", 2, 15)]
     assert ledger.drain() == []
     assert [r.calls for r in ledger.totals()] == [2]  # counted once
+
+
+def test_calls_count_each_call_once_whatever_annotates_it() -> None:
+    ledger = Ledger()
+    with ledger.measure("llm", "twx.act") as call:
+        call.estimated = True  # no usage from the server: also under twx.act.estimated
+    ledger.record(UsageRecord("llm", "twx.act.unusable", items=1))
+    with ledger.measure("embed", "search"):
+        pass
+    records = ledger.totals()
+    assert {r.op for r in records} == {"twx.act", "twx.act.estimated", "twx.act.unusable", "search"}
+    assert calls(records, "llm") == 1 and calls(records) == 2

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -138,6 +138,16 @@ class Ledger:
         c = UsageRecord(r.kind, r.op)
         c.add(r)
         return c
+
+
+def calls(records: Iterable[UsageRecord], kind: str | None = None) -> int:
+    """Model calls in ``records`` (of ``kind`` if given), each counted once: annotation
+    records repeat or qualify their operation's figures and are left out."""
+    return sum(
+        r.calls
+        for r in records
+        if (kind is None or r.kind == kind) and not r.op.endswith(ANNOTATIONS)
+    )
 
 
 def token_sources(records: list[UsageRecord], kind: str = "llm") -> dict[str, dict[str, int]]:

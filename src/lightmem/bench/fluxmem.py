@@ -38,7 +38,7 @@ from lightmem.cli.fluxmem_tables import (
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.types import Node, StepResult, Subgraph
-from lightmem.ledger import ANNOTATIONS
+from lightmem.ledger import calls
 
 CONFIGS = ("no_memory", "stage1", "stage1_2", "stage1_2_3")
 
@@ -134,11 +134,7 @@ def _one(
     usage = agent.embedder.ledger.totals()
     result["model_calls_per_task"] = {
         "llm": 0,
-        "embed": round(
-            sum(r.calls for r in usage if not r.op.endswith(ANNOTATIONS))
-            / (len(train) + len(test)),
-            2,
-        ),
+        "embed": round(calls(usage) / (len(train) + len(test)), 2),
     }
     result["graph"] = agent.stats()
     return result

@@ -44,7 +44,7 @@ from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.slots import Outcomes
 from lightmem.fluxmem.stage3 import SkillDraft
 from lightmem.fluxmem.types import Node, StepResult
-from lightmem.ledger import Ledger
+from lightmem.ledger import Ledger, calls
 from lightmem.llm.base import LLMClient
 
 ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
@@ -344,4 +344,4 @@ def _calls(policy: LLMClient | None) -> int:
 
 
 def _ledger_calls(ledger: Ledger) -> int:
-    return sum(r.calls for r in ledger.totals() if r.kind == "llm")
+    return calls(ledger.totals(), "llm")

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     embedder = build_embedder(target, Ledger())
     with build_store(current) as store:
         report = store.reembed(embedder, batch=args.batch)
-        store.record_usage(embedder.ledger.drain())
+        embedder.ledger.save(store.record_usage)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), file=out)
         return 0

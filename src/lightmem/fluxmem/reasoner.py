@@ -19,8 +19,7 @@ from lightmem.fluxmem.prompts import steps as steps_prompt
 from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
 from lightmem.llm.base import LLMClient
-from lightmem.llm.packing import pack
-from lightmem.pipeline.prompt_cut import cut_reported
+from lightmem.llm.packing import cut_reported, pack
 from lightmem.pipeline.prompts.reply import stored
 from lightmem.text import content_terms
 

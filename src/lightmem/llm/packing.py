@@ -1,11 +1,20 @@
-"""Packing a call's inputs into requests that fit a model's context."""
+"""Packing a call's inputs into requests that fit a model's context, and cutting texts that
+do not fit, said so: every prompt of the pipeline and FluxMem that cuts texts does it
+through :func:`cut_reported`, which logs a warning and counts the texts it shortened as
+``("llm", "<op>.cut")``, as :class:`~lightmem.llm.base.LLMClient` does for a request it
+cuts. Only the prompt is cut: what is stored stays whole."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from lightmem.ledger import UsageRecord
+from lightmem.llm.base import LLMClient
 from lightmem.llm.schema import cut_to_tokens, prompt_tokens_bound
+
+log = logging.getLogger("lightmem.llm")
 
 T = TypeVar("T")
 
@@ -39,3 +48,16 @@ def cut_texts(texts: Sequence[str], fits: Callable[[list[str]], bool]) -> list[s
         else:
             hi = mid - 1
     return cut(lo)
+
+
+def cut_reported(
+    client: LLMClient, op: str, texts: Sequence[str], fits: Callable[[list[str]], bool]
+) -> list[str]:
+    """:func:`cut_texts` for a prompt of ``op`` sent to ``client``,
+    reported in its ledger (``items``: the texts shortened) and in the log."""
+    out = cut_texts(texts, fits)
+    n = sum(a != b for a, b in zip(texts, out, strict=True))
+    if n:
+        log.warning("LLM %s: %d text(s) cut in the prompt to fit the model's context", op, n)
+        client.ledger.record(UsageRecord("llm", f"{op}.cut", items=n))
+    return out

@@ -10,10 +10,10 @@ from typing import Literal
 
 from lightmem.ledger import UsageRecord
 from lightmem.llm.base import ChatMessage, LLMClient, UnusableOutputError
+from lightmem.llm.packing import cut_reported
 from lightmem.llm.schema import OutputSchema
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.extract import Draft, IdFactory, OfflineMemoryManager, Segment, topic_summary
-from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import (
     extract_event,
     extract_event_schema,

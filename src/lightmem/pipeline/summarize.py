@@ -11,9 +11,8 @@ from typing import Literal, Protocol
 
 from lightmem.embed.base import Embedder
 from lightmem.llm.base import LLMClient
-from lightmem.llm.packing import pack
+from lightmem.llm.packing import cut_reported, pack
 from lightmem.pipeline.compress import EntropyCompressor
-from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import summarize as prompt
 from lightmem.pipeline.prompts import summarize_schema
 from lightmem.store.base import MemoryStore

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from lightmem.llm.base import ChatMessage, LLMClient
+from lightmem.llm.packing import cut_reported
 from lightmem.llm.schema import OutputSchema
-from lightmem.pipeline.prompt_cut import cut_reported
 from lightmem.pipeline.prompts import update as update_prompt
 from lightmem.pipeline.prompts import update_schema
 from lightmem.pipeline.update import UpdateAction, UpdateItem
