@@ -150,7 +150,13 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> IngestResult:
-        """Store messages, then segment and extract once the buffers fill (or when forced)."""
+        """Store messages, then segment and extract once the buffers fill (or when forced).
+
+        A message without ``id`` gets one derived from its content, role, speaker, time,
+        metadata and position in this call, so a retry stores nothing twice, but the same
+        turn at the same position of two calls is one message: to send one conversation in
+        several calls, pass batches of
+        :func:`lightmem.pipeline.messages.assign_ids` ``(conversation)``."""
         scope = validate.scope(user_id, agent_id, run_id)
         for name, flag in (("force_segment", force_segment), ("force_extract", force_extract)):
             if not isinstance(flag, bool):
