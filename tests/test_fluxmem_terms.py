@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lightmem.errors import StoreError
 from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, OfflineReasoner, StepResult
 
 FACTS = [
@@ -118,11 +119,11 @@ def test_close_and_context_manager_release_the_store(tmp_path: Path) -> None:
     agent.add_knowledge(FACTS[0])
     agent.close()
     agent.close()  # twice is fine
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(StoreError, match="closed"):
         agent.add_knowledge(FACTS[1])
     with FluxMemAgent.open(path) as again:
         assert again.stats()["semantic_nodes"] == 1
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(StoreError, match="closed"):
         again.stats()
 
 

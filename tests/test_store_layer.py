@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import lightmem
-from lightmem import InvalidInputError, MemoryEntry, Message, SQLiteStore, StoreError
+from lightmem import InvalidInputError, LightMemory, MemoryEntry, Message, SQLiteStore, StoreError
 from lightmem.ledger import UsageRecord
 from lightmem.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from lightmem.types import Edge, Filters, Node, Scope
@@ -312,3 +312,13 @@ def test_no_private_attribute_is_reached_across_modules() -> None:
         if pattern.search(line) and not line.lstrip().startswith("#")
     ]
     assert hits == []
+
+
+def test_a_closed_memory_refuses_reads_and_writes_with_a_store_error(tmp_path: Path) -> None:
+    mem = LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}})
+    mem.add_memory([{"id": "t1", "content": "I like tea."}], force_extract=True)
+    mem.close()
+    with pytest.raises(StoreError, match="closed"):
+        mem.retrieve("tea")
+    with pytest.raises(StoreError, match="closed"):
+        mem.add_memory([{"id": "t2", "content": "And coffee."}])

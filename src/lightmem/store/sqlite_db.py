@@ -168,7 +168,10 @@ class SQLiteDatabase:
     def read(self) -> Iterator[Session]:
         """One snapshot (a deferred transaction unless already inside one)."""
         with self._lock:
-            own = not self._conn.in_transaction
+            try:
+                own = not self._conn.in_transaction
+            except sqlite3.Error as exc:  # a closed store
+                raise StoreError(f"store {self.path!r}: {exc}") from exc
             try:
                 if own:
                     self._conn.execute("BEGIN")
