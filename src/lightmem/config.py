@@ -463,12 +463,13 @@ def build_token_counter(s: Settings) -> TokenCounter:
     return factory()
 
 
-def build_compressor(s: Settings) -> Compressor:
+def build_compressor(s: Settings, ledger: Ledger) -> Compressor:
+    """The pre-compressor; a model-based one accounts its calls in ``ledger``."""
     if not s.pre_compress:
         return NoCompressor()
     if s.compressor == "llmlingua-2":
         return LLMLingua2Compressor(
-            s.llmlingua_path, rate=s.compress_rate, device=s.llmlingua_device
+            s.llmlingua_path, rate=s.compress_rate, device=s.llmlingua_device, ledger=ledger
         )
     return EntropyCompressor(s.compress_rate)
 

@@ -116,7 +116,7 @@ class LightMemory:
             raise ConfigError("text_embedder: given both in the config and as an instance")
         ledger = embedder.ledger if embedder is not None else Ledger()
         embedder = embedder or build_embedder(settings, ledger)
-        compressor = build_compressor(settings)
+        compressor = build_compressor(settings, ledger)
         llm = build_llm(settings, ledger)
         manager: MemoryManager | None = None
         updater: Updater | None = None

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lightmem import lang as L
 from lightmem.errors import BackendError, ConfigError
+from lightmem.ledger import Ledger
 from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE, estimate_tokens
 
 #: Punctuation at a word's edges ("pm," -> "pm"; "$1,250" and "50%" stay as they are).
@@ -195,7 +196,14 @@ class LLMLingua2Compressor:
 
     name = "llmlingua-2"
 
-    def __init__(self, model_path: str, *, rate: float = 0.6, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        rate: float = 0.6,
+        device: str = "cpu",
+        ledger: Ledger | None = None,
+    ) -> None:
         if not 0 < rate <= 1:
             raise ConfigError(
                 f"pre_compressor.configs.compress_config.rate: must be in (0, 1], got {rate}"
@@ -218,10 +226,15 @@ class LLMLingua2Compressor:
         except Exception as exc:
             raise BackendError(f"cannot load LLMLingua-2 from {model_path!r}: {exc}") from exc
         self.rate = rate
+        #: Every model call is accounted here (``("compress", "llmlingua-2")``), like the
+        #: embedder's and the LLM's; token counts are estimates of the text sent.
+        self.ledger = ledger if ledger is not None else Ledger()
 
     def compress(self, text: str) -> str:
-        try:
-            out = self._pc.compress_prompt(text, rate=self.rate, force_tokens=["\n", "?", "!"])
-        except Exception as exc:
-            raise BackendError(f"LLMLingua-2 compression failed: {exc}") from exc
+        with self.ledger.measure("compress", self.name) as call:
+            call.items, call.prompt_tokens, call.estimated = 1, estimate_tokens(text), True
+            try:
+                out = self._pc.compress_prompt(text, rate=self.rate, force_tokens=["\n", "?", "!"])
+            except Exception as exc:
+                raise BackendError(f"LLMLingua-2 compression failed: {exc}") from exc
         return str(out["compressed_prompt"]).strip() or text.strip()
