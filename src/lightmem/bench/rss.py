@@ -107,9 +107,10 @@ def child(case: str, data_dir: str) -> dict[str, Any]:
     import httpx
 
     from lightmem.server.rest import create_app
-    from lightmem.server.tenancy import TenantPool
+    from lightmem.server.tenancy import TenantPool, single_threaded_blas
     from lightmem.testing.live_server import LiveServer
 
+    single_threaded_blas()  # as the server entry points do: this process is the server
     root = Path(data_dir)
     pool = TenantPool(root)
     keys = pool.keys()
