@@ -301,6 +301,73 @@ def test_all_matches_the_documented_public_api() -> None:
         assert getattr(lightmem, name).__module__.startswith("lightmem"), name
 
 
+def test_every_module_says_what_it_exports_and_is_imported_by_it() -> None:
+    """Each module of ``lightmem`` has an ``__all__`` of names bound there (what it
+    imports only by naming it: a declared re-export), and every ``from lightmem.x import
+    name`` in the package takes a name from ``x.__all__``, a submodule or a dunder
+    (``__version__``): nothing is imported through a module that merely imported it, nor
+    from outside a module's interface."""
+    import ast
+
+    pkg = ROOT / "src" / "lightmem"
+    exports: dict[str, list[str]] = {}
+    trees: dict[str, ast.Module] = {}
+    problems: list[str] = []
+    for f in sorted(pkg.rglob("*.py")):
+        parts = f.relative_to(pkg.parent).with_suffix("").parts
+        mod = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = trees[mod] = ast.parse(f.read_text())
+        defined = {
+            t.id
+            for n in tree.body
+            for t in (
+                n.targets
+                if isinstance(n, ast.Assign)
+                else [n.target]
+                if isinstance(n, ast.AnnAssign)
+                else []
+            )
+            if isinstance(t, ast.Name)
+        } | {
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        }
+        # What a module imports it may re-export, by naming it in its __all__.
+        defined |= {
+            (a.asname or a.name).split(".")[0]
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom | ast.Import)
+            for a in n.names
+        }
+        found = [
+            n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)
+        ]
+        if not found or not isinstance(found[0], ast.List | ast.Tuple):
+            problems.append(f"{mod}: no __all__ list")
+            continue
+        names = [e.value for e in found[0].elts if isinstance(e, ast.Constant)]
+        exports[mod] = [str(x) for x in names]
+        problems += [
+            f"{mod}.__all__: {x!r} is not defined there" for x in names if x not in defined
+        ]
+    for mod, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+                continue
+            src = node.module
+            if src not in exports:
+                continue  # another package, or a module already reported above
+            for a in node.names:
+                if a.name in exports[src] or f"{src}.{a.name}" in trees or a.name[:2] == "__":
+                    continue
+                problems.append(f"{mod}: imports {a.name!r} from {src}, not in its __all__")
+    assert problems == []
+
+
 def test_no_private_attribute_is_reached_across_modules() -> None:
     """``x._name`` only on ``self``/``cls`` in the storage layer and its callers' files."""
     pattern = re.compile(r"(?<![\w.])(?!self\b|cls\b)([a-z_]\w*)\._[a-z]\w*")

@@ -26,6 +26,22 @@ from lightmem.pipeline.token_count import COUNTERS, TOKEN_COUNTERS, TokenCounter
 from lightmem.store.base import MemoryStore
 from lightmem.store.values import DEFAULT_EF_SEARCH
 
+__all__ = [
+    "EMBEDDERS",
+    "INDEX_STRATEGIES",
+    "MULTILINGUAL_EMBEDDER",
+    "RETRIEVE_STRATEGIES",
+    "VECTOR_RETRIEVERS",
+    "LLMSettings",
+    "Settings",
+    "build_compressor",
+    "build_embedder",
+    "build_llm",
+    "build_store",
+    "build_token_counter",
+    "parse_config",
+]
+
 INDEX_STRATEGIES = ("embedding", "context", "hybrid")
 RETRIEVE_STRATEGIES = ("embedding", "context", "hybrid", "hierarchical")
 EMBEDDERS = (

@@ -8,6 +8,8 @@ from typing import TypeVar
 
 from lightmem.errors import ConfigError
 
+__all__ = ["ConfigSection", "T"]
+
 T = TypeVar("T")
 
 

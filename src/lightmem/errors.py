@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "InvalidInputError",
+    "LightMemError",
+    "NotFoundError",
+    "StoreError",
+    "TransientBackendError",
+]
+
 
 class LightMemError(Exception):
     """Root of all lightmem errors."""

@@ -22,6 +22,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+__all__ = [
+    "CJK_FUNCTION_WORDS",
+    "CJK_QUESTION_WORDS",
+    "CJK_RE",
+    "DICT_SEGMENT_MAX_CHARS",
+    "WORD_RE",
+    "Lang",
+    "Token",
+    "cjk_chars",
+    "detect",
+    "has_cjk",
+    "index_terms",
+    "strip_cjk",
+    "tokens",
+    "words",
+]
+
 Lang = Literal["zh", "ja", "ko", "en"]
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+__all__ = ["ANNOTATIONS", "Ledger", "UsageRecord", "calls", "token_sources"]
+
 
 @dataclass(slots=True)
 class UsageRecord:

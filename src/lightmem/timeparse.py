@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
+__all__ = ["format_date", "format_month", "parse_timestamp"]
+
 _LOCOMO = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
 )

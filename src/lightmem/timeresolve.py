@@ -43,6 +43,22 @@ from lightmem.timespan import (
     year_span,
 )
 
+__all__ = [
+    "DATE",
+    "MONTH",
+    "NUM",
+    "SEASON",
+    "UNIT",
+    "WEEKDAY",
+    "YEAR",
+    "Mention",
+    "Resolved",
+    "Rule",
+    "find_times",
+    "resolve",
+    "said_label",
+]
+
 Resolved = TimeSpan | YearlessSpan
 
 

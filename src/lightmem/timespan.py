@@ -18,6 +18,26 @@ from typing import Any, Literal, get_args
 
 from lightmem.timeparse import format_date, format_month
 
+__all__ = [
+    "SEASONS",
+    "UNITS",
+    "TimeSpan",
+    "TimeUnit",
+    "YearlessSpan",
+    "add_months",
+    "day_span",
+    "month_span",
+    "parse_iso_span",
+    "season_span",
+    "span_from_dict",
+    "span_from_epochs",
+    "span_to_dict",
+    "span_to_epochs",
+    "week_span",
+    "weekend_span",
+    "year_span",
+]
+
 TimeUnit = Literal["day", "week", "weekend", "month", "season", "year", "span"]
 UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
 _UNIT_NAMED: dict[str, TimeUnit] = {u: u for u in UNITS}

@@ -11,6 +11,22 @@ from typing import Any, Literal
 from lightmem.errors import StoreError
 from lightmem.timespan import TimeSpan, span_from_dict, span_to_dict
 
+__all__ = [
+    "Edge",
+    "EdgeKind",
+    "EntryKind",
+    "Filters",
+    "HistoryEvent",
+    "MemoryEntry",
+    "Message",
+    "Node",
+    "NodeKind",
+    "RetrievalResult",
+    "RetrieveMode",
+    "Scope",
+    "entry_search_text",
+]
+
 EntryKind = Literal["entry", "summary", "event"]
 RetrieveMode = Literal["embedding", "context", "hybrid", "hierarchical"]
 NodeKind = Literal["semantic", "episodic", "procedural"]

@@ -15,6 +15,24 @@ from lightmem.sanitize import check_text
 from lightmem.timeparse import parse_timestamp
 from lightmem.types import Filters, Scope
 
+__all__ = [
+    "MAX_BUDGET_TOKENS",
+    "MAX_ID_CHARS",
+    "MAX_LIMIT",
+    "MAX_LIST_LIMIT",
+    "MAX_OFFSET",
+    "MAX_QUERY_CHARS",
+    "MAX_VERSION",
+    "bounded_int",
+    "entry_id",
+    "filters",
+    "offset",
+    "positive_int",
+    "query",
+    "scope",
+    "time_window",
+]
+
 MAX_QUERY_CHARS = 100_000
 #: Results of one retrieve.
 MAX_LIMIT = 10_000

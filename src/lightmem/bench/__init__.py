@@ -1,1 +1,3 @@
 """Benchmarks run by hand (``lightmem bench ...``); they print and write JSON."""
+
+__all__ = []

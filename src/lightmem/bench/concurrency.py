@@ -23,6 +23,8 @@ from lightmem.errors import LightMemError
 from lightmem.memory import LightMemory
 from lightmem.types import Scope
 
+__all__ = ["main", "reader", "run", "writer"]
+
 
 def _config(store: dict[str, Any]) -> dict[str, Any]:
     return {"store": store, "sensory_buffer": {"max_tokens": 64}}

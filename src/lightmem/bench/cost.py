@@ -27,6 +27,8 @@ from lightmem.pipeline.update import build_queue
 from lightmem.testing import LlamaServer, OpenAIStubServer, ScriptedLLM, smollm2_path
 from lightmem.text import estimate_tokens
 
+__all__ = ["LLMConfig", "local_model", "run"]
+
 LLMConfig = dict[str, Any]
 
 

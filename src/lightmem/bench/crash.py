@@ -26,6 +26,16 @@ from lightmem.memory import LightMemory
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import Scope
 
+__all__ = [
+    "MAX_ACKS_BEFORE_KILL",
+    "MAX_KILL_DELAY_S",
+    "STALL_TIMEOUT_S",
+    "child",
+    "kill_once",
+    "main",
+    "run",
+]
+
 _WORDS = ("garden", "piano", "Porto", "marathon", "sourdough", "chess", "tuna", "cello")
 
 

@@ -40,6 +40,8 @@ from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.types import Node, StepResult, Subgraph
 from lightmem.ledger import calls
 
+__all__ = ["CONFIGS", "run", "run_seeds", "scale"]
+
 CONFIGS = ("no_memory", "stage1", "stage1_2", "stage1_2_3")
 
 

@@ -47,6 +47,8 @@ from lightmem.fluxmem.types import Node, StepResult
 from lightmem.ledger import Ledger, calls
 from lightmem.llm.base import LLMClient
 
+__all__ = ["ARMS", "EPISODES_SHOWN", "MATURE_SIMILARITY", "run"]
+
 ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
 MATURE_SIMILARITY = 0.8
 #: Similar episodes Stage I shows (FluxMem's ``top_k_episodic``): the player learns from

@@ -27,6 +27,8 @@ from lightmem.store.postgres import PostgresStore
 from lightmem.text import estimate_tokens
 from lightmem.types import RetrievalResult
 
+__all__ = ["evidence_ids", "load", "run", "score", "scored_questions", "sessions", "summarize"]
+
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_(\d+)")
 

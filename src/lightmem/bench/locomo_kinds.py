@@ -19,6 +19,8 @@ from lightmem.types import MemoryEntry, RetrievalResult, Scope
 if TYPE_CHECKING:
     from lightmem.memory import LightMemory
 
+__all__ = ["KINDS", "memory_fields", "score", "stored_entries", "summary"]
+
 
 KINDS = ("current", "history", "stable")
 

@@ -15,6 +15,16 @@ from typing import Any
 from lightmem import __version__
 from lightmem.config import Settings
 
+__all__ = [
+    "COVER_STOPWORDS",
+    "answer_cover",
+    "answer_words",
+    "by_conversation",
+    "mean_cover",
+    "redacted",
+    "run_config",
+]
+
 _ALNUM = re.compile(r"[^\W_]+")
 
 #: Words that carry no part of an answer ("the", "a", "and" ...): removed from the gold

@@ -12,6 +12,8 @@ from typing import Any
 from lightmem.timeresolve import Resolved, find_times
 from lightmem.timespan import TimeSpan, YearlessSpan, year_span
 
+__all__ = ["answer_in_context", "answer_span", "share"]
+
 
 def answer_span(answer: object) -> tuple[str, Resolved] | None:
     """The first time expression of an answer and what it resolves to (a bare year such as

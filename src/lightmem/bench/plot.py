@@ -8,6 +8,8 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+__all__ = ["line_chart"]
+
 _PALETTE = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189))
 
 

@@ -7,6 +7,17 @@ from typing import Any
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE
 
+__all__ = [
+    "ANSWER_SYSTEM",
+    "ANSWER_VERSION",
+    "JUDGE_SYSTEM",
+    "JUDGE_VERSION",
+    "answer_messages",
+    "judge_messages",
+    "parse_answer",
+    "parse_label",
+]
+
 ANSWER_VERSION = "locomo_answer/2"
 JUDGE_VERSION = "locomo_judge/1"
 

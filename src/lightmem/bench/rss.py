@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+__all__ = ["CASES", "child", "main", "messages", "run"]
+
 CASES = ("baseline", "huge", "mixed", "reopen")
 _WORDS = (
     "garden piano Porto marathon sourdough chess tuna cello river lamp ferry violin "

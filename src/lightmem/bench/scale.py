@@ -28,6 +28,8 @@ from lightmem.pipeline.side_by_side import run_both
 from lightmem.store.base import MemoryStore
 from lightmem.types import Filters, MemoryEntry, Scope
 
+__all__ = ["DIM", "K", "run"]
+
 DIM = 384
 K = 10
 

@@ -18,6 +18,8 @@ import numpy as np
 from lightmem.store.base import MemoryStore
 from lightmem.types import Filters, Scope
 
+__all__ = ["main", "measure"]
+
 DIM, K, SEARCHES = 384, 10, 100
 
 

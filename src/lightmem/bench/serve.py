@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lightmem.server.tenancy import TenantPool
 
+__all__ = ["TOPICS", "run", "synthetic_messages"]
+
 #: Conversation topics of the synthetic workloads (shared with the soak benchmark).
 TOPICS = (
     "jazz concert",

@@ -27,6 +27,8 @@ from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 from lightmem.store.sqlite import SQLiteStore
 
+__all__ = ["rss_mb", "run"]
+
 
 def rss_mb() -> float:
     """Resident set size of this process (Linux /proc), in MiB."""

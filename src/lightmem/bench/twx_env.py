@@ -15,6 +15,18 @@ from typing import Any
 
 from lightmem.errors import ConfigError, InvalidInputError
 
+__all__ = [
+    "EASY",
+    "GAMES",
+    "READ_VERBS",
+    "Game",
+    "TWXWorld",
+    "Turn",
+    "params_text",
+    "parse_games",
+    "world",
+]
+
 #: The easy settings the benchmark defaults to (issue 17), per game type.
 EASY: dict[str, dict[str, int]] = {
     "cookingworld": {

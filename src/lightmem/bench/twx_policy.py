@@ -35,6 +35,18 @@ from lightmem.fluxmem.slots import (
 )
 from lightmem.fluxmem.types import Node, StepResult
 
+__all__ = [
+    "FAILED",
+    "LOWERED",
+    "PASSIVE",
+    "SCORED",
+    "Plan",
+    "Player",
+    "mattered",
+    "plans_from",
+    "verdict",
+]
+
 SCORED = ("Your score went up.", "The task is complete.")
 FAILED = "The task failed."
 LOWERED = "Your score went down."

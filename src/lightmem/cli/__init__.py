@@ -1,1 +1,3 @@
 """The ``lightmem`` command line."""
+
+__all__ = []

@@ -12,6 +12,8 @@ from typing import Any
 from lightmem.config import parse_config
 from lightmem.errors import InvalidInputError
 
+__all__ = ["count", "load_config", "read_config"]
+
 
 def count(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer of at least ``minimum`` (exit 2 with the flag named)."""

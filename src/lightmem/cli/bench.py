@@ -15,6 +15,8 @@ from lightmem.config import build_llm, parse_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import Ledger
 
+__all__ = ["add_bench_parser", "local_llm_options", "run_bench"]
+
 
 def add_bench_parser(sub: Any) -> None:
     """Add ``bench`` and its subcommands to the top-level subparsers ``sub``."""

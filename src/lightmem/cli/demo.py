@@ -12,6 +12,8 @@ from typing import Any, TextIO
 from lightmem.cli.output import memory_line
 from lightmem.memory import LightMemory
 
+__all__ = ["QUESTIONS", "demo_messages", "run"]
+
 QUESTIONS = (
     "What race did Maya sign up for?",
     "Does Maya have any injuries?",

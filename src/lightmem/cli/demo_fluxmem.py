@@ -25,6 +25,8 @@ from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.reasoner import step_key
 from lightmem.fluxmem.types import StepResult, TaskOutcome
 
+__all__ = ["RATE_TASK", "ROWS", "TOTAL_TASK", "run"]
+
 ROWS = (
     ("Norway", 38, 95),
     ("Kenya", 11, 21),

@@ -18,6 +18,17 @@ from typing import Literal
 from lightmem.fluxmem.reasoner import step_key, terms
 from lightmem.fluxmem.types import Feedback, StepResult
 
+__all__ = [
+    "ANALYSIS_DOC",
+    "DISTRACTORS",
+    "SEEN",
+    "SPREADSHEET_DOC",
+    "SimulatedAnalyst",
+    "TableTask",
+    "TaskKind",
+    "make_task",
+]
+
 SPREADSHEET_DOC = (
     "Spreadsheet tool for tables of countries, teams, schools or cities with their medals, "
     "goals, awards or patents and their athletes, players, students or engineers: it sums "

@@ -15,6 +15,8 @@ from lightmem.cli.bench import add_bench_parser, run_bench
 from lightmem.errors import LightMemError
 from lightmem.memory import LightMemory
 
+__all__ = ["main"]
+
 _DSN_HELP = "PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)"
 
 

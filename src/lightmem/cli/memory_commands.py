@@ -24,6 +24,8 @@ from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
 from lightmem.pipeline.messages import assign_ids
 
+__all__ = ["resolve_id", "run", "scope_of"]
+
 #: Sorts undated memories last.
 _LAST = datetime.max.replace(tzinfo=UTC)
 #: Entries scanned per page when a short id is resolved to a full one.

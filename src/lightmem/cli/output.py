@@ -9,6 +9,19 @@ from typing import Any, TextIO
 
 from lightmem.types import HistoryEvent, MemoryEntry, RetrievalResult
 
+__all__ = [
+    "SHORT_ID",
+    "TEXT_WIDTH",
+    "memory_line",
+    "one_line",
+    "print_entries",
+    "print_entry",
+    "print_history",
+    "print_json",
+    "print_results",
+    "short_id",
+]
+
 SHORT_ID = 8
 TEXT_WIDTH = 110
 _MARK = {"summary": "(topic) ", "event": "(event) "}

@@ -12,6 +12,8 @@ from lightmem.config import EMBEDDERS, Settings, build_embedder, build_store, pa
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import Ledger
 
+__all__ = ["add_parser", "run"]
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(

@@ -11,6 +11,8 @@ from pathlib import Path
 from lightmem.cli.args import load_config, read_config
 from lightmem.errors import BackendError, InvalidInputError
 
+__all__ = ["dispatch"]
+
 
 def dispatch(args: argparse.Namespace) -> int:
     """``keys``, ``serve`` and ``mcp``. The HTTP servers keep each tenant's store under

@@ -18,6 +18,19 @@ from lightmem.ledger import Ledger, UsageRecord
 from lightmem.retry import with_retries
 from lightmem.text import estimate_tokens
 
+__all__ = [
+    "EMBED_BATCH_CHARS",
+    "EMBED_BATCH_ITEMS",
+    "EMBED_CHUNK_CHARS",
+    "EMBED_MAX_CHUNKS",
+    "Embedder",
+    "LazyModel",
+    "M",
+    "Vectors",
+    "batches",
+    "windows",
+]
+
 Vectors = npt.NDArray[np.float32]
 M = TypeVar("M")
 

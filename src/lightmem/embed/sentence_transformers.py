@@ -13,6 +13,8 @@ from lightmem.embed.base import Embedder
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 
+__all__ = ["SentenceTransformerEmbedder"]
+
 
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model loaded from ``model_path`` (never downloaded).

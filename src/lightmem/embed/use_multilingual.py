@@ -13,6 +13,8 @@ from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
+__all__ = ["USEMultilingualEmbedder"]
+
 
 class USEMultilingualEmbedder(Embedder):
     """USE multilingual v3 (16 languages, Chinese, Japanese and Korean among them; 512-d)

@@ -14,6 +14,8 @@ from lightmem.embed.base import Embedder, LazyModel
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 
+__all__ = ["WordLlamaEmbedder"]
+
 
 class WordLlamaEmbedder(Embedder):
     """WordLlama ``l2_supercat`` weights shipped inside the ``wordllama`` wheel.

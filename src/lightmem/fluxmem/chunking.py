@@ -6,6 +6,8 @@ import re
 
 from lightmem.text import estimate_tokens
 
+__all__ = ["chunk"]
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 

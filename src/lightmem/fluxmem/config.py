@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 
 from lightmem.errors import ConfigError
 
+__all__ = ["FluxMemConfig"]
+
 
 @dataclass(frozen=True)
 class FluxMemConfig:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["default_clusters", "kmeans"]
+
 
 def kmeans(
     x: npt.NDArray[np.float32], k: int, *, seed: int = 0, iterations: int = 50

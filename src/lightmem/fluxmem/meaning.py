@@ -11,6 +11,8 @@ import numpy as np
 from lightmem.embed.base import Embedder, Vectors
 from lightmem.errors import ConfigError
 
+__all__ = ["KEEP_NAMES", "Meaning"]
+
 #: Names whose vectors are remembered at most (a game's things and places are a few
 #: hundred; a long-running agent meeting ever new names must not grow without bound).
 KEEP_NAMES = 20_000

@@ -14,6 +14,8 @@ import numpy.typing as npt
 
 from lightmem.text import estimate_tokens
 
+__all__ = ["pems"]
+
 
 def pems(
     eta: float,

@@ -23,6 +23,8 @@ from lightmem.llm.packing import cut_reported, pack
 from lightmem.pipeline.prompts.reply import stored
 from lightmem.text import content_terms
 
+__all__ = ["LLMReasoner", "OfflineReasoner", "Reasoner", "step_key", "terms"]
+
 _KEYWORDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
     ("granularity", ("coarse", "granular", "too vague", "too general", "finer", "too detailed")),
     ("noise", ("irrelevant", "misled", "misleading", "noise", "wrong tool", "distract")),

@@ -10,6 +10,8 @@ from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.types import Repair, StepResult, Subgraph
 from lightmem.sanitize import check_text
 
+__all__ = ["Crash", "attempt_record", "documents", "repair_record"]
+
 
 @dataclass(frozen=True, slots=True)
 class Crash:

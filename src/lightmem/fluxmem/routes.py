@@ -17,6 +17,17 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    "PROGRESS",
+    "PURITY",
+    "fits_toward",
+    "heads_for",
+    "places",
+    "progress",
+    "targets",
+    "toward_rule",
+]
+
 _STOP = frozenset("a an the in on to of with from into at and or for is it".split())
 _SENT = re.compile(r"(?<=[.:;!?])\s+")
 _LIST = re.compile(r",\s*|\s+and\s+")

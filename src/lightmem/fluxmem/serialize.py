@@ -7,6 +7,8 @@ from html import escape as _html_escape
 from lightmem.fluxmem.types import Subgraph
 from lightmem.sanitize import inline
 
+__all__ = ["serialize"]
+
 
 def _text(text: str, quote: bool = True) -> str:
     """One line of escaped text: no stored text can start a line of the context."""

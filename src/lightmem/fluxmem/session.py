@@ -40,6 +40,15 @@ from lightmem.sanitize import check_value
 from lightmem.store.sessions import SessionRow, TaskSessionStore
 from lightmem.types import Scope
 
+__all__ = [
+    "MAX_OPEN_SESSIONS",
+    "MAX_STEP",
+    "SESSION_TTL_S",
+    "STEP_LEASE_S",
+    "TaskSession",
+    "TaskSessions",
+]
+
 #: Open (unexpired) task sessions per store: each holds its task, attempts and context, so
 #: a client cannot grow the store without bound; past it ``start_task`` is refused.
 MAX_OPEN_SESSIONS = 100

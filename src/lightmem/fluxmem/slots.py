@@ -29,6 +29,28 @@ from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.routes import fits_toward, toward_rule
 from lightmem.fluxmem.types import Node
 
+__all__ = [
+    "GUESSES",
+    "MAX_SPAN",
+    "PURITY",
+    "Outcomes",
+    "Run",
+    "abstract",
+    "bind",
+    "bind_ranked",
+    "episode_run",
+    "guess",
+    "induce",
+    "lines",
+    "meant",
+    "pick",
+    "pooled",
+    "signature",
+    "sought",
+    "unclaimed",
+    "usual",
+]
+
 _STOP = frozenset("a an the in on to of with from into at and or for is it".split())
 _SLOT = re.compile(r"<(read|seen|head|pick)(\d+)>")
 _SPLIT = re.compile(r"\n+|\s{2,}|(?<=[.:;!?])\s+")

@@ -13,6 +13,8 @@ from lightmem.store.graph import GraphStore
 from lightmem.text import content_terms
 from lightmem.types import Scope
 
+__all__ = ["SKILL_SUPPORT", "Stage1"]
+
 #: Least similarity-weighted share of the similar episodes that must endorse a skill
 #: (about one of the three nearest).
 SKILL_SUPPORT = 0.3

@@ -12,6 +12,8 @@ from lightmem.store.graph import GraphStore
 from lightmem.text import content_terms
 from lightmem.types import Scope
 
+__all__ = ["Stage2", "skill_text"]
+
 
 @dataclass(frozen=True, slots=True)
 class Stage2:

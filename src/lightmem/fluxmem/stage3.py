@@ -21,6 +21,15 @@ from lightmem.fluxmem.types import Edge, Node, StepResult
 from lightmem.store.graph import GraphStore
 from lightmem.types import Scope
 
+__all__ = [
+    "EXPAND_QUORUM",
+    "GRADUATE_ETA",
+    "ConsolidationReport",
+    "ReplayFn",
+    "SkillDraft",
+    "Stage3",
+]
+
 
 class SkillDraft(str):
     """The skill text a replay is asked to follow (a ``str``), carrying its ``steps`` and,

@@ -42,6 +42,17 @@ from lightmem.store.graph import GraphStore
 from lightmem.store.sessions import SessionRow
 from lightmem.types import Scope
 
+__all__ = [
+    "Phase",
+    "TaskFlow",
+    "TaskState",
+    "outcome_from_record",
+    "outcome_record",
+    "raise_failure",
+    "step_key",
+    "to_row",
+]
+
 Phase = Literal["mature", "search"]
 _KINDS = ("semantic", "episodic", "procedural")
 

@@ -21,6 +21,16 @@ from lightmem.llm.schema import (
 )
 from lightmem.retry import check_attempts, with_retries
 
+__all__ = [
+    "ChatMessage",
+    "ChatReply",
+    "InvalidReply",
+    "LLMClient",
+    "T",
+    "TransientLLMError",
+    "UnusableOutputError",
+]
+
 T = TypeVar("T")
 ChatMessage = dict[str, str]
 log = logging.getLogger("lightmem.llm")

@@ -12,6 +12,8 @@ from lightmem.llm.base import ChatMessage, ChatReply, LLMClient, TransientLLMErr
 from lightmem.llm.schema import OutputSchema
 from lightmem.text import estimate_tokens
 
+__all__ = ["STRUCTURED_MODES", "OpenAIChatClient", "StructuredMode", "sdk_failure"]
+
 StructuredMode = Literal["auto", "json_schema", "json_object", "none"]
 STRUCTURED_MODES: tuple[StructuredMode, ...] = ("auto", "json_schema", "json_object", "none")
 #: words in a 400/422 message that blame the requested output format

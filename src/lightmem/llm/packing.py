@@ -14,6 +14,8 @@ from lightmem.ledger import UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.llm.schema import cut_to_tokens, prompt_tokens_bound
 
+__all__ = ["T", "cut_reported", "cut_texts", "pack"]
+
 log = logging.getLogger("lightmem.llm")
 
 T = TypeVar("T")

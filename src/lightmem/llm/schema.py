@@ -15,6 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "ANSWER_CHARS_PER_TOKEN",
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD",
+    "OutputSchema",
+    "bounded",
+    "cut_to_tokens",
+    "fit_output",
+    "max_chars",
+    "messages_tokens_bound",
+    "prompt_tokens_bound",
+]
+
 #: characters per token assumed when bounding a prompt (real tokenizers give 3.5-4.5 for
 #: English; ids, digits and JSON punctuation are denser, hence the margin)
 CHARS_PER_TOKEN = 2.5

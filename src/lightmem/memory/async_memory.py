@@ -26,6 +26,8 @@ from lightmem.errors import InvalidInputError
 from lightmem.memory.lightmem import LightMemory
 from lightmem.pipeline.retrieve import format_context
 
+__all__ = ["AsyncLightMemory", "P", "R"]
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -14,6 +14,8 @@ from lightmem.pipeline.ingest import IngestOptions, Ingestor
 from lightmem.pipeline.provisional import ProvisionalEntries
 from lightmem.store.base import MemoryStore
 
+__all__ = ["ingestor", "llm_manager", "offline_manager"]
+
 
 def offline_manager(compressor: Compressor, s: Settings) -> OfflineMemoryManager:
     """The default memory manager: one entry per turn (with neighbour context) per topic."""

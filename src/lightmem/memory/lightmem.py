@@ -65,6 +65,8 @@ from lightmem.types import (
     Scope,
 )
 
+__all__ = ["LightMemory"]
+
 
 class LightMemory:
     """Long-term memory for an agent: add conversations, retrieve what matters.

@@ -11,6 +11,8 @@ from lightmem.errors import InvalidInputError
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
 from lightmem.pipeline.retrieve import RetrieveParams
 
+__all__ = ["ROLES", "retrieve_params", "scorer"]
+
 #: The roles extraction reads, per ``messages_use`` (absent: every role).
 ROLES = {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
 

@@ -22,6 +22,8 @@ from lightmem.store.base import MemoryStore
 from lightmem.store.provisional import is_provisional
 from lightmem.types import Scope
 
+__all__ = ["P", "R", "S", "check_editable", "read_scope", "serialised"]
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -13,6 +13,8 @@ from typing import Protocol
 
 from lightmem.types import MemoryEntry
 
+__all__ = ["Candidates", "EntrySource"]
+
 
 class EntrySource(Protocol):
     """What is read from the store: entries by id (a missing id is left out)."""

@@ -13,6 +13,8 @@ from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
 from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE, estimate_tokens
 
+__all__ = ["Compressor", "EntropyCompressor", "LLMLingua2Compressor", "NoCompressor"]
+
 #: Punctuation at a word's edges ("pm," -> "pm"; "$1,250" and "50%" stay as they are).
 _EDGE = re.compile(r"^[^\w$€£¥]+|[^\w%]+$")
 

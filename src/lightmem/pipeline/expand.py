@@ -30,6 +30,8 @@ from lightmem.lang import WORD_RE
 from lightmem.text import content_terms
 from lightmem.types import MemoryEntry
 
+__all__ = ["expansion_terms", "named_speakers", "without_possessive"]
+
 
 def named_speakers(query: str, entries: Iterable[MemoryEntry]) -> list[str]:
     """Speakers of ``entries`` that ``query`` names, by full name or first name, with or

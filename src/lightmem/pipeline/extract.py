@@ -19,6 +19,16 @@ from lightmem.timeresolve import resolve
 from lightmem.timespan import TimeSpan
 from lightmem.types import MemoryEntry, Scope
 
+__all__ = [
+    "Draft",
+    "IdFactory",
+    "MemoryManager",
+    "OfflineMemoryManager",
+    "Segment",
+    "retimed",
+    "topic_summary",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Segment:

@@ -28,6 +28,8 @@ from lightmem.timeresolve import find_times, resolve
 from lightmem.timespan import TimeSpan, parse_iso_span
 from lightmem.types import MemoryEntry, Message
 
+__all__ = ["FALLBACK", "LLMMemoryManager"]
+
 log = logging.getLogger("lightmem.extract")
 
 #: what the offline fallback writes into an entry's ``metadata["extractor"]``

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+__all__ = ["select_sentences", "sentences"]
+
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 _WORDS = re.compile(r"\S+")
 

@@ -22,6 +22,8 @@ from lightmem.store.base import BufferedMessage, MemoryStore, Vector
 from lightmem.text import estimate_tokens
 from lightmem.types import Message, Scope
 
+__all__ = ["IngestOptions", "IngestResult", "Ingestor"]
+
 
 @dataclass(frozen=True, slots=True)
 class IngestOptions:

@@ -13,6 +13,8 @@ from lightmem.sanitize import check_text, check_value
 from lightmem.timeparse import parse_timestamp
 from lightmem.types import Message
 
+__all__ = ["MAX_CONTENT_CHARS", "MAX_FIELD_CHARS", "assign_ids", "derived_id", "normalize_messages"]
+
 _ALIASES = {
     "time_stamp": "timestamp",
     "time": "timestamp",

@@ -32,6 +32,8 @@ from lightmem.store.base import MemoryStore
 from lightmem.text import content_terms
 from lightmem.types import EntryKind, Filters, Scope
 
+__all__ = ["RECHECK_S", "NearWords"]
+
 #: Words embedded for vocabularies and kept across rebuilds (a store's vocabulary grows
 #: by a few words per turn; embedding it all again on every change would not scale).
 #: Memory is bounded: a vector is ~1 KB (256 floats), so at most ~20 MB here, and at most

@@ -29,6 +29,8 @@ from lightmem.store.base import BufferedMessage, MemoryStore, Vector
 from lightmem.store.provisional import is_provisional, provisional_id
 from lightmem.types import Filters, MemoryEntry, Scope
 
+__all__ = ["ProvisionalEntries", "draft_vectors", "extracted_vectors", "replaced_by_extraction"]
+
 
 class ProvisionalEntries:
     """Writes the provisional entries of a scope's buffered turns (those still missing)."""

@@ -31,6 +31,21 @@ from lightmem.types import (
     Scope,
 )
 
+__all__ = [
+    "CONTEXT_TEXTS",
+    "READABLE_TEXTS",
+    "ContextText",
+    "ReadableText",
+    "RetrieveParams",
+    "Retriever",
+    "behind_head",
+    "date_header",
+    "format_context",
+    "format_line",
+    "related_line",
+    "rrf",
+]
+
 ContextText = Literal["stored", "sentences"]
 CONTEXT_TEXTS: tuple[ContextText, ...] = ("stored", "sentences")
 ReadableText = Literal["words", "sentences"]

@@ -9,6 +9,8 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["SegmenterConfig", "segment"]
+
 
 @dataclass(frozen=True, slots=True)
 class SegmenterConfig:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from lightmem.store.base import EntrySearch, ScoredId
 
+__all__ = ["Search", "run_both"]
+
 Search = Callable[[], list[ScoredId]]
 
 

@@ -31,6 +31,22 @@ from dataclasses import dataclass
 
 from lightmem.text import NEGATIONS
 
+__all__ = [
+    "FIRST_PERSON",
+    "SELF",
+    "Reading",
+    "ended",
+    "heads",
+    "marks_change",
+    "narrates_past",
+    "read",
+    "relative",
+    "sentences",
+    "subject_of",
+    "tokens",
+    "without_vocatives",
+]
+
 SELF = "\x00self"  # the subject "the speaker"; never a name
 
 _WORD = re.compile(r"[\w']+")

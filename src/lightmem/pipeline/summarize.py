@@ -20,6 +20,15 @@ from lightmem.text import STOPWORDS, words
 from lightmem.timeparse import format_date
 from lightmem.types import Filters, MemoryEntry, Scope
 
+__all__ = [
+    "KeywordSummarizer",
+    "LLMSummarizer",
+    "RetrievalScope",
+    "Summarizer",
+    "SummaryReport",
+    "summarize_windows",
+]
+
 RetrievalScope = Literal["global", "historical"]
 
 

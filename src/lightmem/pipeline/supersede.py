@@ -44,6 +44,20 @@ from lightmem.pipeline.statements import SELF, Reading
 from lightmem.text import NEGATIONS, STOPWORDS, content_terms
 from lightmem.types import MemoryEntry
 
+__all__ = [
+    "Detector",
+    "DetectorRules",
+    "EmbedTexts",
+    "Review",
+    "Supersession",
+    "assertion",
+    "names_in",
+    "slots_in",
+    "stems",
+    "word_match",
+    "words_of",
+]
+
 _STEM = re.compile(r"(?:ing|ed|es|s)$")
 #: Words that only mark a change: left out of the words two statements are matched on.
 _MARKERS = frozenset("now anymore longer new instead nowadays used".split())

@@ -20,6 +20,8 @@ from lightmem.timeresolve import Resolved, find_times
 from lightmem.timespan import TimeSpan, YearlessSpan, day_span
 from lightmem.types import MemoryEntry
 
+__all__ = ["TimeQuery", "entry_time", "lift"]
+
 _WHEN = re.compile(
     r"\b(?:when|what\s+(?:date|day|month|year|time)|which\s+(?:date|day|month|year)"
     r"|how\s+long\s+ago)\b",

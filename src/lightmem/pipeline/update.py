@@ -20,6 +20,23 @@ from lightmem.store.provisional import is_provisional
 from lightmem.text import content_terms
 from lightmem.types import Filters, MemoryEntry, Scope
 
+__all__ = [
+    "MAX_KEEP_TOP_N",
+    "MAX_TOP_K",
+    "ONLINE_QUEUE_N",
+    "REVIEW_K",
+    "OfflineUpdater",
+    "UpdateAction",
+    "UpdateItem",
+    "UpdateReport",
+    "Updater",
+    "build_queue",
+    "nearest_earlier",
+    "nearest_stored",
+    "run_update",
+    "scope_entries",
+]
+
 log = logging.getLogger("lightmem.update")
 
 

@@ -13,6 +13,8 @@ from lightmem.pipeline.prompts import update_schema
 from lightmem.pipeline.update import UpdateAction, UpdateItem
 from lightmem.types import MemoryEntry
 
+__all__ = ["LLMUpdater"]
+
 _Pair = tuple[MemoryEntry, list[MemoryEntry]]
 
 

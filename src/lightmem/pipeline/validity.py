@@ -20,6 +20,8 @@ from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.timeparse import format_date, parse_timestamp
 from lightmem.types import Filters, MemoryEntry
 
+__all__ = ["Fetch", "about_past", "as_of_filters", "label", "rank", "unsupersede"]
+
 #: Words and forms of a question about an earlier state (English).
 _PAST = re.compile(
     r"\b(before|used to|did \w+ use to|previous(ly)?|formerly|former|originally|at first|"

@@ -11,6 +11,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+__all__ = ["ACCESS_LOGGER", "ASGIApp", "AccessLog", "Receive", "Send", "log_config"]
+
 ACCESS_LOGGER = "lightmem.access"
 
 Receive = Callable[[], Awaitable[Any]]

@@ -37,6 +37,8 @@ from lightmem.server.schemas import (
 from lightmem.server.tenancy import KeyRegistry, Tenant, TenantPool
 from lightmem.validate import MAX_BUDGET_TOKENS, MAX_LIMIT, MAX_OFFSET
 
+__all__ = ["INSTRUCTIONS", "KeyVerifier", "P", "R", "TaskArg", "create_mcp", "http_resolver"]
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

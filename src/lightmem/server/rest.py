@@ -35,6 +35,25 @@ from lightmem.server.tenancy import (
 )
 from lightmem.validate import MAX_OFFSET
 
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "AddBody",
+    "KnowledgeBody",
+    "OfflineUpdateBody",
+    "RestoreBody",
+    "Scope",
+    "ScopeDep",
+    "ScopeFields",
+    "SearchBody",
+    "StepBody",
+    "SummarizeBody",
+    "TaskBody",
+    "TenantDep",
+    "UpdateBody",
+    "app_from_env",
+    "create_app",
+]
+
 Scope = dict[str, str | None]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024

@@ -7,6 +7,47 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+__all__ = [
+    "AGENT_ID",
+    "ALL_SCOPES",
+    "AS_OF",
+    "BUDGET_TOKENS",
+    "ENTRY_ID",
+    "FEEDBACK",
+    "FILTERS",
+    "FULL",
+    "KEEP_TOP_N",
+    "LIMIT",
+    "MESSAGES",
+    "MESSAGE_ID",
+    "MODE",
+    "NODE_ID",
+    "QUERY",
+    "RETRIEVAL_SCOPE",
+    "RUN_ID",
+    "SCORE_THRESHOLD",
+    "STEP",
+    "TEXT",
+    "TIME_WINDOW",
+    "TIME_WINDOW_PATTERN",
+    "TOP_K",
+    "USER_ID",
+    "VERSION",
+    "AgentId",
+    "EntryId",
+    "InputMessage",
+    "Kind",
+    "MemoryFilters",
+    "Mode",
+    "RetrievalScope",
+    "RunId",
+    "StepFeedback",
+    "StepFeedbackArg",
+    "UserId",
+    "compact_retrieval",
+    "scope_dict",
+]
+
 Mode = Literal["embedding", "context", "hybrid", "hierarchical"]
 Kind = Literal["entry", "event", "summary"]
 RetrievalScope = Literal["global", "historical"]

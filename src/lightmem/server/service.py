@@ -17,6 +17,30 @@ from lightmem.fluxmem.types import Feedback, ScoredNode, StepResult
 from lightmem.sanitize import check_value
 from lightmem.server.tenancy import Tenant
 
+__all__ = [
+    "add_knowledge",
+    "add_memory",
+    "as_of_time",
+    "consolidate",
+    "delete_memory",
+    "get_memory",
+    "graph",
+    "graph_history",
+    "list_memories",
+    "memory_history",
+    "offline_update",
+    "purge",
+    "purge_graph",
+    "record_step",
+    "restore_memory",
+    "retrieve",
+    "show_subgraph",
+    "start_task",
+    "stats",
+    "summarize",
+    "update_memory",
+]
+
 
 def _scope(scope: Mapping[str, Any] | None) -> dict[str, Any]:
     scope = scope or {}

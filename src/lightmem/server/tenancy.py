@@ -25,6 +25,23 @@ from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
 
+__all__ = [
+    "SERVER_MIGRATIONS",
+    "SERVER_OWNED",
+    "SERVER_SCHEMA",
+    "KeyInfo",
+    "KeyRegistry",
+    "PostgresKeyRegistry",
+    "SQLiteKeyRegistry",
+    "Tenant",
+    "TenantPool",
+    "check_server_config",
+    "check_tenant",
+    "open_tenant",
+    "single_threaded_blas",
+    "tenant_schema",
+]
+
 #: Config sections the server fills in for each tenant (its store); a config naming one is
 #: refused rather than silently replaced.
 SERVER_OWNED = ("store", "embedding_retriever", "summary_retriever")

@@ -21,6 +21,8 @@ import numpy.typing as npt
 
 from lightmem.errors import InvalidInputError
 
+__all__ = ["IVFIndex", "IndexPolicy", "ann_available"]
+
 
 @dataclass(frozen=True, slots=True)
 class IndexPolicy:

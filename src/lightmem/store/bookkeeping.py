@@ -14,6 +14,8 @@ from lightmem.store.sql import counts_dict, dumps, json_value, scope_sql
 from lightmem.store.values import ScoredId
 from lightmem.types import Scope
 
+__all__ = ["SQLBookkeeping"]
+
 _USAGE_FIELDS = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
 
 

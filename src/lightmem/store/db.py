@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from lightmem.store.sql import Dialect
 
+__all__ = ["Claimed", "Database", "Migration", "Session"]
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:

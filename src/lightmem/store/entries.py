@@ -43,6 +43,8 @@ from lightmem.store.sql import (
 from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
+__all__ = ["BulkLoad", "EntryIndex", "History", "SQLStore", "WriteEntry"]
+
 #: Stores one entry (row, vector, full text) with its ``add`` event (reason) in a transaction.
 WriteEntry = Callable[[Session, MemoryEntry, Vector, str], None]
 #: The values of an entry's ``add`` history event: (entry, reason, JSON encoder).

@@ -4,6 +4,8 @@ columns both SQL backends add to ``entries`` in the migration step named
 
 from __future__ import annotations
 
+__all__ = ["COLUMNS", "COPY_TYPES", "STEP", "add_columns"]
+
 #: the name of the migration step that adds the columns
 STEP = "entry_event_time"
 

@@ -10,6 +10,8 @@ from lightmem.store.sessions import TaskSessionStore
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
 
+__all__ = ["GraphStore"]
+
 
 class GraphStore(Protocol):
     """Nodes with vectors and full text, typed weighted edges, and a reversible history.

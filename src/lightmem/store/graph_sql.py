@@ -24,6 +24,16 @@ from lightmem.store.topk import top_positions
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
 
+__all__ = [
+    "NODE_COLS",
+    "NodeIndex",
+    "SQLGraphStore",
+    "edge_from_row",
+    "node_from_row",
+    "node_params",
+    "top_k",
+]
+
 NODE_COLS = "id, kind, user_id, agent_id, run_id, text, data, version, created_at, updated_at"
 _SCOPE_COLS = "user_id, agent_id, run_id"
 

@@ -38,6 +38,8 @@ import numpy.typing as npt
 
 from lightmem.errors import StoreError
 
+__all__ = ["MAGIC", "DamagedIndexFile", "checksum", "read", "spare_rows", "write"]
+
 MAGIC = b"LMINDEX2"
 _ALIGN = 64
 _BLOCK_WORDS = 512  # 4 KiB blocks of 64-bit words

@@ -13,6 +13,8 @@ from lightmem.store.db import Migration, Session
 from lightmem.store.postgres_schema import FilledMigration
 from lightmem.store.sql import POSTGRES
 
+__all__ = ["PostgresDatabase", "apply_migrations", "open_pool", "redact"]
+
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 

@@ -25,6 +25,8 @@ from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import POSTGRES
 from lightmem.store.text_index import Stemmer
 
+__all__ = ["MIGRATIONS", "FilledMigration", "hnsw_build_settings"]
+
 _TYPES = replace(
     POSTGRES_TYPES,
     # The entry vector column is added when the embedder is bound (it fixes the size).

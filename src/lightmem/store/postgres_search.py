@@ -40,6 +40,8 @@ from lightmem.store.text_index import Stemmer
 from lightmem.store.values import DEFAULT_EF_SEARCH, ScoredId, Vector
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
+__all__ = ["VECTOR_INDEXES", "PostgresEntryIndex", "PostgresNodeIndex", "to_numpy"]
+
 #: What the HNSW index holds: the vectors as stored, or half-precision copies (half the
 #: index size and build memory; results are re-scored from the stored vectors).
 VECTOR_INDEXES = ("vector", "halfvec")

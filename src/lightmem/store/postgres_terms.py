@@ -18,6 +18,18 @@ from typing import Any
 
 from lightmem.store.text_index import IDF_FLOOR, K1, B, Stemmer
 
+__all__ = [
+    "FILL_BATCH",
+    "POSTINGS_INDEX",
+    "POSTINGS_SQL",
+    "bm25_sql",
+    "fill_search_terms",
+    "index_text",
+    "postings_bm25_sql",
+    "query_lexemes",
+    "tsquery_text",
+]
+
 #: Rows whose terms a migration fills per batch.
 FILL_BATCH = 2_000
 

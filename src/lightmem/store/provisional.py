@@ -23,6 +23,8 @@ from lightmem.store.db import Session
 from lightmem.store.values import Vector
 from lightmem.types import MemoryEntry, Scope
 
+__all__ = ["PREFIX", "is_provisional", "provisional_id", "stored_ids", "writable"]
+
 #: Every provisional entry's id starts with this (extracted entries' ids never do).
 PREFIX = "p-"
 

@@ -31,6 +31,8 @@ from lightmem.store.text_index import Stemmer
 from lightmem.store.vector_cache import VectorRows
 from lightmem.types import entry_search_text
 
+__all__ = ["FORMAT", "GROWN", "ROW_SQL", "SavedIndex", "Stamp", "renew_epoch", "store_epoch"]
+
 log = logging.getLogger("lightmem.store")
 
 FORMAT = 1

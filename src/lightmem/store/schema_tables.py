@@ -7,6 +7,17 @@ from dataclasses import dataclass
 
 from lightmem.store.sql import Dialect
 
+__all__ = [
+    "POSTGRES_TYPES",
+    "SQLITE_TYPES",
+    "ColumnTypes",
+    "core_tables",
+    "entry_validity",
+    "graph_scope",
+    "graph_tables",
+    "reembed_vectors",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnTypes:

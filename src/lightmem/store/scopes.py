@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lightmem.store.db import Session
 
+__all__ = ["distinct_users"]
+
 
 def distinct_users(s: Session, limit: int) -> list[str]:
     """Up to ``limit`` distinct ``user_id`` values of the entries, in order ('' is the

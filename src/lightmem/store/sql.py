@@ -21,6 +21,27 @@ from lightmem.store.values import BufferedMessage, MessageStatus
 from lightmem.timespan import span_from_epochs, span_to_epochs
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
+__all__ = [
+    "ENTRY_COLS",
+    "POSTGRES",
+    "SQLITE",
+    "Dialect",
+    "buffered_from_rows",
+    "buffered_params",
+    "buffered_sql",
+    "check_vector",
+    "counts_dict",
+    "dumps",
+    "entry_from_row",
+    "entry_params",
+    "filter_sql",
+    "history_from_row",
+    "json_value",
+    "message_from_row",
+    "scope_sql",
+    "ts",
+]
+
 #: The entry columns both SQL backends read and write, in this order.
 ENTRY_COLS = (
     "id, kind, user_id, agent_id, run_id, text, original_text, ts, speaker_id, speaker_name, "

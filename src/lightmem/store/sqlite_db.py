@@ -17,6 +17,8 @@ from lightmem.store.db import Session
 from lightmem.store.sql import SQLITE
 from lightmem.store.sqlite_schema import APP_ID, MIGRATIONS, SCHEMA_VERSION
 
+__all__ = ["SQLiteDatabase"]
+
 # Text that is not valid UTF-8 (written by another tool) reads with U+FFFD, never an error.
 _TEXT = functools.partial(str, encoding="utf-8", errors="replace")
 

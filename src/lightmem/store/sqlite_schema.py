@@ -20,6 +20,8 @@ from lightmem.store.schema_tables import (
 from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import SQLITE
 
+__all__ = ["APP_ID", "MIGRATIONS", "SCHEMA_VERSION"]
+
 APP_ID = 0x4C4D454D  # "LMEM", written to PRAGMA application_id
 
 _TYPES = SQLITE_TYPES

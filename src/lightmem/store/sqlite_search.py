@@ -21,6 +21,8 @@ from lightmem.store.values import ScoredId, Vector
 from lightmem.store.vector_cache import VectorRows
 from lightmem.types import Filters, MemoryEntry, Node, NodeKind, Scope
 
+__all__ = ["SQLiteEntryIndex", "SQLiteNodeIndex"]
+
 
 class SQLiteEntryIndex:
     """Vectors in a ``vectors`` table; searched from in-memory columns (exactly, or

@@ -18,6 +18,8 @@ import numpy.typing as npt
 from lightmem.lang import index_terms
 from lightmem.store.topk import top_positions
 
+__all__ = ["IDF_FLOOR", "K1", "B", "BM25Index", "Stemmer"]
+
 K1 = 1.2
 B = 0.75
 #: The smallest idf a matching term adds. BM25's idf is negative for a term in at least

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+__all__ = ["top_positions"]
+
 
 def top_positions(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
     """Positions of the ``k`` best ``scores``, best first; equal scores in position order.

@@ -10,6 +10,8 @@ import numpy.typing as npt
 
 from lightmem.types import Message, Scope
 
+__all__ = ["DEFAULT_EF_SEARCH", "BufferedMessage", "MessageStatus", "ScoredId", "Vector"]
+
 MessageStatus = Literal["pending", "segmented", "extracted"]
 ScoredId = tuple[str, float]
 Vector = npt.NDArray[np.float32]

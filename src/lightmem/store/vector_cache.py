@@ -22,6 +22,8 @@ from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.topk import top_positions
 from lightmem.types import Filters, Scope
 
+__all__ = ["COLUMNS", "VectorRows"]
+
 #: Filter columns (object arrays) and their place in a row of
 #: :data:`lightmem.store.sqlite_search.ROW_SQL`.
 COLUMNS = {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7, "event": 9}

@@ -8,6 +8,8 @@ import time
 from types import TracebackType
 from typing import Any
 
+__all__ = ["LiveServer"]
+
 
 class LiveServer:
     """``with LiveServer(app) as base_url: ...`` serves ``app`` on 127.0.0.1 meanwhile."""

@@ -25,6 +25,8 @@ from types import TracebackType
 
 from lightmem.errors import BackendError
 
+__all__ = ["SMOLLM2_FILE", "LlamaServer", "smollm2_path", "xllamacpp_available"]
+
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # The child: build the server from argv, then wait for SIGTERM (xllamacpp serves HTTP on

@@ -8,6 +8,8 @@ from typing import Any
 
 from lightmem.text import content_terms
 
+__all__ = ["ScriptedLLM"]
+
 
 class ScriptedLLM:
     """A ``chat_handler`` for :class:`OpenAIStubServer`.

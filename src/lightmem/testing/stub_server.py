@@ -20,6 +20,8 @@ import numpy as np
 
 from lightmem.text import estimate_tokens, words
 
+__all__ = ["ChatHandler", "OpenAIStubServer", "StubCounters"]
+
 ChatHandler = Callable[[list[dict[str, Any]]], str]
 
 

@@ -8,6 +8,8 @@ from lightmem.fluxmem.types import Feedback
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE, fence
 
+__all__ = ["SYSTEM", "VERSION", "build", "parse"]
+
 VERSION = "fluxmem_attribute/1"
 
 SYSTEM = f"""You diagnose why an agent's step failed. {DATA_RULE}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
+__all__ = ["DETAIL_CHARS", "output"]
+
 DETAIL_CHARS = 200
 
 

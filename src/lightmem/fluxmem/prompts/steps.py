@@ -8,6 +8,8 @@ from typing import Any
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE, fence
 
+__all__ = ["INDUCE", "REFINE", "RESHAPE", "VERSION", "build", "parse", "trajectories"]
+
 VERSION = "fluxmem_steps/1"
 
 _ANSWER = 'Answer with only a JSON object: {"steps": ["...", "..."]}'

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
+__all__ = ["MAX_STEPS", "STEP_CHARS", "output"]
+
 MAX_STEPS = 12
 STEP_CHARS = 120
 

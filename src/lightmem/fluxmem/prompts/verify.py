@@ -8,6 +8,8 @@ from typing import Any
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE, fence
 
+__all__ = ["SYSTEM", "VERSION", "build", "parse"]
+
 VERSION = "fluxmem_verify/1"
 
 SYSTEM = f"""You check which stored facts help an agent with its task. {DATA_RULE}

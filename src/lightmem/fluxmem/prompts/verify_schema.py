@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lightmem.llm.schema import OutputSchema, bounded
 
+__all__ = ["output"]
+
 
 def output(n: int) -> OutputSchema:
     """Exactly ``n`` scores in [0, 1]."""

@@ -10,6 +10,8 @@ from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, TIME_RULE, Fact
 from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE
 
+__all__ = ["RELATION_TYPES", "SYSTEM", "VERSION", "Event", "EventExtraction", "parse"]
+
 VERSION = "extract_event/2"
 
 SYSTEM = f"""You turn conversation turns into structured long-term memory.

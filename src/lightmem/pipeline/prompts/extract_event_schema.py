@@ -9,6 +9,8 @@ from lightmem.llm.schema import OutputSchema, bounded, fit_output
 from lightmem.pipeline.prompts.extract_event import RELATION_TYPES
 from lightmem.pipeline.prompts.extract_flat_schema import fact_schema
 
+__all__ = ["FACTS_PER_EVENT", "PARTICIPANTS", "TEXT_CHARS", "output"]
+
 #: longest summary, fact, cause or effect asked for
 TEXT_CHARS = 160
 FACTS_PER_EVENT = 3

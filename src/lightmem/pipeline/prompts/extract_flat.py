@@ -10,6 +10,18 @@ from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.pipeline.prompts.reply import stored
 from lightmem.sanitize import DATA_RULE, fence_lines, token
 
+__all__ = [
+    "SYSTEM",
+    "SYSTEM_INPUT",
+    "TIME_RULE",
+    "VERSION",
+    "Extraction",
+    "Fact",
+    "Turn",
+    "build",
+    "parse",
+]
+
 VERSION = "extract_flat/3"
 
 SYSTEM_INPUT = """Input: lines "# <date>" starting each day, then one line per turn:

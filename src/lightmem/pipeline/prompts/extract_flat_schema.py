@@ -7,6 +7,8 @@ from typing import Any
 
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
+__all__ = ["FACT_CHARS", "MAX_SOURCES", "TIME_CHARS", "fact_schema", "output"]
+
 #: longest fact sentence asked for
 FACT_CHARS = 240
 #: turns one fact may cite

@@ -10,6 +10,8 @@ from lightmem.errors import InvalidInputError
 from lightmem.llm.base import InvalidReply
 from lightmem.sanitize import check_value
 
+__all__ = ["T", "stored"]
+
 T = TypeVar("T")
 
 

@@ -11,6 +11,8 @@ from lightmem.sanitize import DATA_RULE, fence_lines, token
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
+__all__ = ["SYSTEM", "VERSION", "build", "parse"]
+
 VERSION = "summarize/1"
 
 SYSTEM = f"""You write summaries of an agent's long-term memory. {DATA_RULE}

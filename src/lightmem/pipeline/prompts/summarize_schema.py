@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
+__all__ = ["SUMMARY_CHARS", "output"]
+
 #: the prompt asks for at most 120 words
 SUMMARY_CHARS = 900
 

@@ -11,6 +11,8 @@ from lightmem.sanitize import DATA_RULE, fence
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
+__all__ = ["SYSTEM", "VERSION", "build", "parse"]
+
 VERSION = "update/2"
 
 SYSTEM = f"""You maintain a long-term memory. {DATA_RULE}

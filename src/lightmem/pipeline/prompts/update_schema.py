@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
+__all__ = ["TEXT_CHARS", "output"]
+
 #: longest rewritten memory asked for
 TEXT_CHARS = 300
 
