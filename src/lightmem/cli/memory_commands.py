@@ -71,10 +71,11 @@ def resolve_id(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
 def _cmd_add(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    # Ids are derived over the whole file, not per batch: a turn repeated at the same place
-    # of two batches ("thanks") is two turns, and re-adding the file is still a no-op.
+    # Ids are those of each turn's place in its batch (what earlier versions stored, so
+    # re-adding a file they added is still a no-op), but a turn repeated at the same place
+    # of two batches ("thanks") is two turns: the repeat takes its place in the file.
     raw = _read_messages(args.file)
-    messages = assign_ids(raw) if raw else raw
+    messages = assign_ids(raw, batch=args.batch) if raw else raw
     created: list[str] = []
     added = 0
     scope = scope_of(args)

@@ -158,7 +158,7 @@ class LightMemory:
         metadata and position in this call, so a retry stores nothing twice, but the same
         turn at the same position of two calls is one message: to send one conversation in
         several calls, pass batches of
-        :func:`lightmem.pipeline.messages.assign_ids` ``(conversation)``."""
+        :func:`lightmem.pipeline.messages.assign_ids` ``(conversation, batch=n)``."""
         scope = validate.scope(user_id, agent_id, run_id)
         for name, flag in (("force_segment", force_segment), ("force_extract", force_extract)):
             if not isinstance(flag, bool):

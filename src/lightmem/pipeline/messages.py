@@ -76,20 +76,40 @@ def normalize_messages(
 
 def assign_ids(
     messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    batch: int | None = None,
 ) -> list[dict[str, Any]]:
     """The messages as dicts, each one given without an id now carrying (as ``id``) the id
     derived at its position in the whole list. Send one conversation in several
     ``add_memory`` calls this way and a literal repeat in a later call is not taken for a
-    retry, while re-sending the whole list still stores nothing twice."""
-    normalized = normalize_messages(messages)
+    retry, while re-sending the whole list still stores nothing twice.
+
+    With ``batch`` (the calls will send ``batch`` messages each), an id-less message gets
+    the id ``add_memory`` derives at its place in its call, the id a conversation sent in
+    such batches without :func:`assign_ids` got, so re-sending one is still a no-op; only
+    a message that would share that id with an earlier one of the list (the same "thanks"
+    at the same place of two calls) gets the id of its place in the whole list instead."""
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise InvalidInputError(f"batch: expected a whole number >= 1, got {batch!r}")
+    items = _items(messages)
+    normalized = normalize_messages(items)
+    taken = {m.id for raw, m in zip(items, normalized, strict=True) if _given_id(raw)}
     out: list[dict[str, Any]] = []
-    for raw, msg in zip(_items(messages), normalized, strict=True):
-        given = {k: v for k, v in raw.items() if _ALIASES.get(k, k) == "id"}
-        if any(v is not None for v in given.values()):
+    for i, (raw, msg) in enumerate(zip(items, normalized, strict=True)):
+        if _given_id(raw):
             out.append(dict(raw))
-        else:
-            out.append({**{k: v for k, v in raw.items() if k not in given}, "id": msg.id})
+            continue
+        mid = msg.id
+        if batch is not None and (in_call := derived_id(msg, i % batch)) not in taken:
+            mid = in_call
+        taken.add(mid)
+        given = {k for k in raw if _ALIASES.get(k, k) == "id"}
+        out.append({**{k: v for k, v in raw.items() if k not in given}, "id": mid})
     return out
+
+
+def _given_id(raw: Mapping[str, Any]) -> bool:
+    return any(v is not None for k, v in raw.items() if _ALIASES.get(k, k) == "id")
 
 
 def _items(messages: object) -> Sequence[Any]:
