@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightmem.config import build_embedder, parse_config
+from lightmem.config import build_compressor, build_embedder, parse_config
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
+from lightmem.pipeline.compress import Compressor
 
 __all__ = [
     "SERVER_MIGRATIONS",
@@ -239,11 +240,17 @@ class Tenant:
     agent: FluxMemAgent
 
 
-def open_tenant(name: str, config: dict[str, Any], embedder: Embedder | None = None) -> Tenant:
-    """A tenant on the store the config names (also used alone by the stdio MCP server)."""
+def open_tenant(
+    name: str,
+    config: dict[str, Any],
+    embedder: Embedder | None = None,
+    compressor: Compressor | None = None,
+) -> Tenant:
+    """A tenant on the store the config names (also used alone by the stdio MCP server);
+    ``embedder`` and ``compressor``, when given, are loaded models shared with others."""
     if embedder is not None:
         config = {k: v for k, v in config.items() if k != "text_embedder"}
-    memory = LightMemory.from_config(config, embedder=embedder)
+    memory = LightMemory.from_config(config, embedder=embedder, compressor=compressor)
     return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
 
 
@@ -276,6 +283,7 @@ class TenantPool:
         self._tenants: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         self._embedder: Embedder | None = None
+        self._compressor: Compressor | None = None
 
     def keys(self) -> KeyRegistry:
         """The key registry kept beside these tenants."""
@@ -300,13 +308,18 @@ class TenantPool:
         with self._lock:
             t = self._tenants.get(tenant)
             if t is None:
-                # One model for all tenants, one ledger each: usage never mixes.
-                if self._embedder is None:
-                    self._embedder = build_embedder(parse_config(self._config), Ledger())
+                # One embedder and one pre-compressor (LLMLingua-2 is a model too) for all
+                # tenants, one ledger each: usage never mixes.
+                if self._embedder is None or self._compressor is None:
+                    settings = parse_config(self._config)
+                    if self._embedder is None:
+                        self._embedder = build_embedder(settings, Ledger())
+                    self._compressor = build_compressor(settings, Ledger())
                 t = self._tenants[tenant] = open_tenant(
                     tenant,
                     {**self._config, "store": self._store_config(tenant)},
                     self._embedder.with_ledger(Ledger()),
+                    self._compressor,  # bound to the tenant's ledger by from_config
                 )
             return t
 
