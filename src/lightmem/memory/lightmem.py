@@ -27,7 +27,12 @@ from lightmem.memory import build
 from lightmem.memory.params import retrieve_params, scorer
 from lightmem.memory.scoping import check_editable, read_scope, serialised
 from lightmem.pipeline import validity
-from lightmem.pipeline.compress import Compressor, EntropyCompressor
+from lightmem.pipeline.compress import (
+    Compressor,
+    EntropyCompressor,
+    LLMLingua2Compressor,
+    NoCompressor,
+)
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import normalize_messages
@@ -106,19 +111,31 @@ class LightMemory:
 
     @classmethod
     def from_config(
-        cls, config: Mapping[str, Any] | None = None, *, embedder: Embedder | None = None
+        cls,
+        config: Mapping[str, Any] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        compressor: Compressor | None = None,
     ) -> LightMemory:
         """Build from the published config shape; unknown keys raise :class:`ConfigError`.
 
         ``embedder``: an already loaded embedder to use instead of ``text_embedder`` (say,
         one model shared by many stores, each with its own ledger via ``with_ledger``).
+        ``compressor``: an already loaded pre-compressor to use instead of building the one
+        the config selects (say, one LLMLingua-2 model shared by many stores); an
+        :class:`LLMLingua2Compressor` accounts its calls in this memory's ledger (through
+        ``with_ledger``). A config that names ``pre_compress`` or ``pre_compressor`` must
+        select the same kind; its rate still sets the keyword scorer's.
         """
         settings = parse_config(config)
         if embedder is not None and config and "text_embedder" in config:
             raise ConfigError("text_embedder: given both in the config and as an instance")
         ledger = embedder.ledger if embedder is not None else Ledger()
         embedder = embedder or build_embedder(settings, ledger)
-        compressor = build_compressor(settings, ledger)
+        if compressor is None:
+            compressor = build_compressor(settings, ledger)
+        else:
+            compressor = _given_compressor(compressor, config or {}, settings, ledger)
         llm = build_llm(settings, ledger)
         manager: MemoryManager | None = None
         updater: Updater | None = None
@@ -513,3 +530,20 @@ class LightMemory:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _given_compressor(
+    compressor: Compressor, config: Mapping[str, Any], s: Settings, ledger: Ledger
+) -> Compressor:
+    """A compressor passed to :meth:`LightMemory.from_config`, bound to the memory's ledger;
+    refused when the config asks for another kind (one of the two would be ignored)."""
+    if "pre_compress" in config or "pre_compressor" in config:
+        selected = s.compressor if s.pre_compress else NoCompressor.name
+        if compressor.name != selected:
+            raise ConfigError(
+                f"pre_compressor: the config selects {selected!r}, the compressor given is "
+                f"{compressor.name!r}"
+            )
+    if isinstance(compressor, LLMLingua2Compressor):
+        return compressor.with_ledger(ledger)
+    return compressor

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -194,7 +196,10 @@ def _forced(tok: str, sentence_initial: bool) -> bool:
 
 
 class LLMLingua2Compressor:
-    """LLMLingua-2 token classification from a local model folder (``llmlingua`` extra)."""
+    """LLMLingua-2 token classification from a local model folder (``llmlingua`` extra).
+
+    The model is loaded here, once: :meth:`with_ledger` copies share it (one model for many
+    memories, e.g. a server's tenants), each accounting its calls in its own ledger."""
 
     name = "llmlingua-2"
 
@@ -227,16 +232,29 @@ class LLMLingua2Compressor:
             )
         except Exception as exc:
             raise BackendError(f"cannot load LLMLingua-2 from {model_path!r}: {exc}") from exc
+        # One call at a time on the shared model: llmlingua promises no thread safety, and a
+        # Hugging Face fast tokenizer used by two threads at once can fail ("Already
+        # borrowed"); the copies of several tenants call it concurrently.
+        self._lock = threading.Lock()
         self.rate = rate
         #: Every model call is accounted here (``("compress", "llmlingua-2")``), like the
         #: embedder's and the LLM's; token counts are estimates of the text sent.
         self.ledger = ledger if ledger is not None else Ledger()
 
+    def with_ledger(self, ledger: Ledger) -> LLMLingua2Compressor:
+        """The same loaded model (and its lock) accounting into another ledger."""
+        twin = copy.copy(self)  # shallow: the model and the lock are shared
+        twin.ledger = ledger
+        return twin
+
     def compress(self, text: str) -> str:
         with self.ledger.measure("compress", self.name) as call:
             call.items, call.prompt_tokens, call.estimated = 1, estimate_tokens(text), True
             try:
-                out = self._pc.compress_prompt(text, rate=self.rate, force_tokens=["\n", "?", "!"])
+                with self._lock:
+                    out = self._pc.compress_prompt(
+                        text, rate=self.rate, force_tokens=["\n", "?", "!"]
+                    )
             except Exception as exc:
                 raise BackendError(f"LLMLingua-2 compression failed: {exc}") from exc
         return str(out["compressed_prompt"]).strip() or text.strip()

@@ -129,13 +129,11 @@ def summarize_windows(
     read, ``page`` at a time.
     """
     by_scope: dict[Scope, dict[str, MemoryEntry]] = {}
-    kinds = Filters(kinds=("entry", "event"))
-    offset = 0
-    while batch := store.list_entries(scope, kinds, page, offset):
-        offset += len(batch)
-        for e in batch:  # keyed by id: an entry added meanwhile may shift one into two pages
-            if e.timestamp is not None:
-                by_scope.setdefault(e.scope, {})[e.id] = e
+    # Paged by key, so a concurrent delete skips no entry; keyed by id, as an entry
+    # rewritten meanwhile may come twice (the later version wins).
+    for e in store.iter_entries(scope, Filters(kinds=("entry", "event")), page):
+        if e.timestamp is not None:
+            by_scope.setdefault(e.scope, {})[e.id] = e
     created: list[str] = []
     updated: list[str] = []
     windows = 0

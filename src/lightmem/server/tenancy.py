@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightmem.config import build_embedder, parse_config
+from lightmem.config import build_compressor, build_embedder, parse_config
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
 from lightmem.memory import LightMemory
+from lightmem.pipeline.compress import Compressor
+from lightmem.store.db import closed_error
 
 __all__ = [
     "SERVER_MIGRATIONS",
@@ -147,6 +149,7 @@ class SQLiteKeyRegistry(KeyRegistry):
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
+        self._closed = False
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
@@ -162,15 +165,22 @@ class SQLiteKeyRegistry(KeyRegistry):
 
     def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._lock, self._driver_errors():
-            return self._conn.execute(sql, params).fetchall()
+            return self._open().execute(sql, params).fetchall()
 
     def _execute(self, sql: str, params: Sequence[Any]) -> int:
         with self._lock, self._driver_errors():
-            return self._conn.execute(sql, params).rowcount
+            return self._open().execute(sql, params).rowcount
 
     def close(self) -> None:
-        with self._driver_errors():
+        with self._lock, self._driver_errors():
+            self._closed = True
             self._conn.close()
+
+    def _open(self) -> sqlite3.Connection:
+        # Checked here, not left to sqlite3: PostgreSQL says "closed" alike (closed_error).
+        if self._closed:
+            raise closed_error(f"keys: {self.path!r}")
+        return self._conn
 
     @contextmanager
     def _driver_errors(self) -> Iterator[None]:
@@ -198,13 +208,8 @@ class PostgresKeyRegistry(KeyRegistry):
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:
-        import psycopg
-
-        try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"keys: database unavailable ({exc})") from exc
+        with self._driver_errors(), self._pool.connection() as conn, conn.transaction():
+            yield conn
 
     def _query(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._conn() as c:
@@ -215,7 +220,25 @@ class PostgresKeyRegistry(KeyRegistry):
             return int(c.execute(sql.replace("?", "%s"), params).rowcount)
 
     def close(self) -> None:
-        self._pool.close()
+        with self._driver_errors():
+            self._pool.close()
+
+    @contextmanager
+    def _driver_errors(self) -> Iterator[None]:
+        """psycopg errors (an outage, a missing table, no permission) as StoreError, and a
+        closed registry as :func:`~lightmem.store.db.closed_error`, as
+        :class:`SQLiteKeyRegistry` does for its driver."""
+        import psycopg
+        from psycopg_pool import PoolClosed
+
+        try:
+            yield
+        except PoolClosed as exc:  # an OperationalError, but no outage: close() was called
+            raise closed_error(f"keys: {self.schema!r}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"keys: database unavailable ({exc})") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"keys: {self.schema!r}: {exc}") from exc
 
 
 def tenant_schema(tenant: str, server_schema: str = SERVER_SCHEMA) -> str:
@@ -239,11 +262,17 @@ class Tenant:
     agent: FluxMemAgent
 
 
-def open_tenant(name: str, config: dict[str, Any], embedder: Embedder | None = None) -> Tenant:
-    """A tenant on the store the config names (also used alone by the stdio MCP server)."""
+def open_tenant(
+    name: str,
+    config: dict[str, Any],
+    embedder: Embedder | None = None,
+    compressor: Compressor | None = None,
+) -> Tenant:
+    """A tenant on the store the config names (also used alone by the stdio MCP server);
+    ``embedder`` and ``compressor``, when given, are loaded models shared with others."""
     if embedder is not None:
         config = {k: v for k, v in config.items() if k != "text_embedder"}
-    memory = LightMemory.from_config(config, embedder=embedder)
+    memory = LightMemory.from_config(config, embedder=embedder, compressor=compressor)
     return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
 
 
@@ -276,6 +305,7 @@ class TenantPool:
         self._tenants: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         self._embedder: Embedder | None = None
+        self._compressor: Compressor | None = None
 
     def keys(self) -> KeyRegistry:
         """The key registry kept beside these tenants."""
@@ -300,13 +330,18 @@ class TenantPool:
         with self._lock:
             t = self._tenants.get(tenant)
             if t is None:
-                # One model for all tenants, one ledger each: usage never mixes.
-                if self._embedder is None:
-                    self._embedder = build_embedder(parse_config(self._config), Ledger())
+                # One embedder and one pre-compressor (LLMLingua-2 is a model too) for all
+                # tenants, one ledger each: usage never mixes.
+                if self._embedder is None or self._compressor is None:
+                    settings = parse_config(self._config)
+                    if self._embedder is None:
+                        self._embedder = build_embedder(settings, Ledger())
+                    self._compressor = build_compressor(settings, Ledger())
                 t = self._tenants[tenant] = open_tenant(
                     tenant,
                     {**self._config, "store": self._store_config(tenant)},
                     self._embedder.with_ledger(Ledger()),
+                    self._compressor,  # bound to the tenant's ledger by from_config
                 )
             return t
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol
@@ -78,6 +78,13 @@ class EntryStore(Protocol):
     def list_entries(
         self, scope: Scope, filters: Filters, limit: int, offset: int
     ) -> list[MemoryEntry]: ...
+    def iter_entries(self, scope: Scope, filters: Filters, page: int) -> Iterator[MemoryEntry]:
+        """Every entry the filters select, read ``page`` at a time and paged by key (the
+        last row's place in :meth:`list_entries`' order), not by offset: an entry deleted or
+        rewritten between two reads moves no other across a page boundary, so each entry
+        present throughout is yielded (one changed meanwhile may come twice, by id once per
+        version; one whose time changed meanwhile may be missed)."""
+
     def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry: ...
     def restore_entry(self, snapshot: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry: ...

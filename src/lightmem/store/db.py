@@ -12,9 +12,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lightmem.errors import StoreError
 from lightmem.store.sql import Dialect
 
-__all__ = ["Claimed", "Database", "Migration", "Session"]
+__all__ = ["Claimed", "Database", "Migration", "Session", "closed_error"]
+
+
+def closed_error(what: str) -> StoreError:
+    """The one error of every backend's store (and key registry) used after ``close()``."""
+    return StoreError(f"{what}: closed; open it again to use it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +75,8 @@ class Database(Protocol):
 
     Errors of the driver leave :meth:`transaction` and :meth:`read` as
     :class:`~lightmem.errors.StoreError` (bad values as
-    :class:`~lightmem.errors.InvalidInputError`), the driver's message included."""
+    :class:`~lightmem.errors.InvalidInputError`), the driver's message included; after
+    :meth:`close`, every use is the :func:`closed_error` of the store."""
 
     dialect: Dialect
     #: Appended to a SELECT to lock its rows until the transaction ends ("" where a write

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import TracebackType
@@ -431,6 +431,27 @@ class SQLStore(SQLBookkeeping):
                 (*params, limit, offset),
             )
         return [entry_from_row(r) for r in rows]
+
+    def iter_entries(self, scope: Scope, filters: Filters, page: int) -> Iterator[MemoryEntry]:
+        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+            raise InvalidInputError(f"page: expected a positive integer, got {page!r}")
+        where, params = filter_sql(self.db.dialect, scope, filters)
+        order = "coalesce(ts, created_at)"
+        after: list[Any] = []  # the last row's (time, rid): the next page starts behind it
+        while True:
+            later = f" AND ({order} > ? OR ({order} = ? AND rid > ?))" if after else ""
+            with self.db.read() as s:  # each page its own read: no snapshot held while yielding
+                rows = s.all(
+                    f"SELECT {ENTRY_COLS}, {order}, rid FROM entries WHERE {where}{later} "
+                    f"ORDER BY {order}, rid LIMIT ?",
+                    (*params, *after, page),
+                )
+            for r in rows:
+                yield entry_from_row(r[:-2])
+            if len(rows) < page:
+                return
+            at, rid = rows[-1][-2:]
+            after = [at, at, rid]
 
     def update_entry(self, entry: MemoryEntry, vector: Vector, reason: str) -> MemoryEntry:
         with self.db.transaction() as s:

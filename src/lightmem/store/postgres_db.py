@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lightmem.errors import InvalidInputError, StoreError
-from lightmem.store.db import Migration, Session
+from lightmem.store.db import Migration, Session, closed_error
 from lightmem.store.postgres_schema import FilledMigration
 from lightmem.store.sql import POSTGRES
 
@@ -59,10 +59,13 @@ class PostgresDatabase:
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         import psycopg
+        from psycopg_pool import PoolClosed
 
         try:
             with self._pool.connection() as conn, conn.transaction():
                 yield Session(conn, POSTGRES)
+        except PoolClosed as exc:  # an OperationalError, but no outage: close() was called
+            raise closed_error(f"store {self.path!r}") from exc
         except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL refuses
             raise InvalidInputError(f"value: PostgreSQL cannot store it ({exc})") from exc
         except UnicodeEncodeError as exc:
@@ -97,6 +100,7 @@ class PostgresDatabase:
         a transaction (on one pooled connection switched to autocommit); a failure is a
         :class:`StoreError` saying what had been ``done`` already."""
         import psycopg
+        from psycopg_pool import PoolClosed
 
         if not tables:
             return
@@ -108,6 +112,8 @@ class PostgresDatabase:
                         conn.execute(f"{command} {self.schema}.{table}")
                 finally:
                     conn.autocommit = False
+        except PoolClosed as exc:
+            raise closed_error(f"store {self.path!r}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"store {self.path}: {done}, {command} failed: {exc}") from exc
 

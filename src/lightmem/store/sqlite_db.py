@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from lightmem.errors import InvalidInputError, StoreError
-from lightmem.store.db import Session
+from lightmem.store.db import Session, closed_error
 from lightmem.store.sql import SQLITE
 from lightmem.store.sqlite_schema import APP_ID, MIGRATIONS, SCHEMA_VERSION
 
@@ -40,6 +40,7 @@ class SQLiteDatabase:
     ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
+        self._closed = False
         self._commits = 0
         memory = self.path == ":memory:"
         if not memory:
@@ -132,9 +133,15 @@ class SQLiteDatabase:
             )
 
     # -- transactions and reads ---------------------------------------------------------
+    def _check_open(self) -> None:
+        # Checked here, not left to sqlite3: PostgreSQL says "closed" alike (closed_error).
+        if self._closed:
+            raise closed_error(f"store {self.path!r}")
+
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         with self._lock:
+            self._check_open()
             if self.read_only:
                 raise StoreError(f"store {self.path!r} is read-only: cannot write")
             try:
@@ -170,10 +177,8 @@ class SQLiteDatabase:
     def read(self) -> Iterator[Session]:
         """One snapshot (a deferred transaction unless already inside one)."""
         with self._lock:
-            try:
-                own = not self._conn.in_transaction
-            except sqlite3.Error as exc:  # a closed store
-                raise StoreError(f"store {self.path!r}: {exc}") from exc
+            self._check_open()
+            own = not self._conn.in_transaction
             try:
                 if own:
                     self._conn.execute("BEGIN")
@@ -194,6 +199,7 @@ class SQLiteDatabase:
     def erasing(self) -> Iterator[None]:
         """``secure_delete`` on for the block: freed pages are zeroed, not left readable."""
         with self._lock:
+            self._check_open()
             try:
                 before = int(self._conn.execute("PRAGMA secure_delete").fetchone()[0])
                 self._conn.execute("PRAGMA secure_delete = ON")
@@ -213,6 +219,7 @@ class SQLiteDatabase:
         if not tables:
             return True
         with self._lock:
+            self._check_open()
             try:
                 if "graph_nodes" in tables:
                     self._conn.execute("INSERT INTO graph_fts (graph_fts) VALUES ('optimize')")
@@ -228,6 +235,7 @@ class SQLiteDatabase:
     def data_version(self) -> int:
         """Changes when another connection commits (see PRAGMA data_version)."""
         with self._lock:
+            self._check_open()
             try:
                 return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
             except sqlite3.Error as exc:
@@ -235,6 +243,7 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             try:
                 self._conn.close()
             except sqlite3.Error as exc:

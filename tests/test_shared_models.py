@@ -1,0 +1,122 @@
+"""A server loads each model once for all its tenants: the LLMLingua-2 pre-compressor like
+the embedder. The real llmlingua package needs hub downloads, so a stand-in module (the
+interface lightmem calls) plays the model, counting its loads and its concurrent calls."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import types
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from lightmem import ConfigError, Ledger, LightMemory
+from lightmem.pipeline.compress import LLMLingua2Compressor
+from lightmem.server.tenancy import TenantPool
+
+
+class _Model:
+    """What ``llmlingua.PromptCompressor`` offers lightmem: keep every other word. Each
+    instance is one load; ``busy`` counts the calls running at this moment."""
+
+    loads: ClassVar[list[_Model]] = []
+    most_at_once: ClassVar[int] = 0
+
+    def __init__(self, model_name: str, device_map: str, use_llmlingua2: bool) -> None:
+        assert use_llmlingua2 and Path(model_name).is_dir()
+        self.busy = 0
+        self._count = threading.Lock()
+        _Model.loads.append(self)
+
+    def compress_prompt(self, text: str, rate: float, force_tokens: list[str]) -> dict[str, Any]:
+        with self._count:
+            self.busy += 1
+            _Model.most_at_once = max(_Model.most_at_once, self.busy)
+        time.sleep(0.05)  # long enough for a second caller to arrive
+        with self._count:
+            self.busy -= 1
+        return {"compressed_prompt": " ".join(text.split()[::2])}
+
+
+@pytest.fixture
+def model_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    module = types.ModuleType("llmlingua")
+    module.PromptCompressor = _Model  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "llmlingua", module)
+    monkeypatch.setattr(_Model, "loads", [])
+    monkeypatch.setattr(_Model, "most_at_once", 0)
+    folder = tmp_path / "llmlingua-2-model"
+    folder.mkdir()
+    return folder
+
+
+def _config(model_dir: Path) -> dict[str, Any]:
+    return {
+        "pre_compressor": {
+            "model_name": "llmlingua-2",
+            "configs": {"llmlingua_config": {"model_name": str(model_dir)}},
+        }
+    }
+
+
+def _calls(ledger: Ledger) -> int:
+    return sum(r.calls for r in ledger.totals() if (r.kind, r.op) == ("compress", "llmlingua-2"))
+
+
+def test_tenants_share_one_llmlingua_model_and_account_apart(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """Finding 2 (second review): three tenants load LLMLingua-2 once, not three times, and
+    each tenant's compressions are accounted in that tenant's ledger only."""
+    pool = TenantPool(tmp_path / "data", _config(model_dir))
+    try:
+        a, b, c = (pool.get(name) for name in ("a", "b", "c"))
+        assert len(_Model.loads) == 1
+        a.memory.add_memory([{"id": "t1", "content": "My left knee hurt after the run."}])
+        b.memory.add_memory(
+            [
+                {"id": "t1", "content": "I moved to Lisbon in May."},
+                {"id": "t2", "content": "The flat has a view of the river."},
+            ]
+        )
+        assert [_calls(t.memory.ledger) for t in (a, b, c)] == [1, 2, 0]
+        assert len(_Model.loads) == 1
+    finally:
+        pool.close()
+
+
+def test_tenants_never_run_the_shared_model_at_once(model_dir: Path, tmp_path: Path) -> None:
+    """The shared model is called by one tenant at a time (its tokenizer is not safe for
+    concurrent use), though the tenants themselves write concurrently."""
+    pool = TenantPool(tmp_path / "data", _config(model_dir))
+    try:
+        tenants = [pool.get(f"t{i}") for i in range(4)]
+        start = threading.Barrier(len(tenants))
+
+        def add(i: int) -> None:
+            start.wait()
+            tenants[i].memory.add_memory([{"id": "m", "content": f"Tenant {i} likes tea."}])
+
+        with ThreadPoolExecutor(len(tenants)) as ex:
+            list(ex.map(add, range(len(tenants))))
+        assert [_calls(t.memory.ledger) for t in tenants] == [1, 1, 1, 1]
+        assert _Model.most_at_once == 1
+    finally:
+        pool.close()
+
+
+def test_a_given_compressor_must_agree_with_the_config(model_dir: Path, tmp_path: Path) -> None:
+    """A loaded compressor passed to from_config is used in the memory's ledger; a config
+    selecting another kind is refused rather than one of the two being ignored."""
+    shared = LLMLingua2Compressor(str(model_dir))
+    store = {"store": {"path": str(tmp_path / "m.db")}}
+    with LightMemory.from_config(store, compressor=shared) as mem:
+        mem.add_memory([{"id": "t1", "content": "I adopted a cat named Miso."}])
+        assert _calls(mem.ledger) == 1 and _calls(shared.ledger) == 0
+    with pytest.raises(ConfigError, match=r"pre_compressor: the config selects 'off'"):
+        LightMemory.from_config({**store, "pre_compress": False}, compressor=shared)
+    assert len(_Model.loads) == 1
