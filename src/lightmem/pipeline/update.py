@@ -407,11 +407,12 @@ def nearest_stored(
 
 
 def scope_entries(store: MemoryStore, scope: Scope, page: int = 1000) -> list[MemoryEntry]:
-    """Every fact entry of ``scope``, oldest first."""
-    out: list[MemoryEntry] = []
-    while batch := store.list_entries(scope, Filters(kinds=("entry",)), page, len(out)):
-        out += batch
-    return out
+    """Every fact entry of ``scope``, oldest first (paged by key: a writer deleting one
+    meanwhile makes no other slip past a page boundary; one rewritten meanwhile comes once)."""
+    out: dict[str, MemoryEntry] = {}
+    for entry in store.iter_entries(scope, Filters(kinds=("entry",)), page):
+        out.setdefault(entry.id, entry)
+    return list(out.values())
 
 
 def _supersede(
