@@ -1,0 +1,122 @@
+"""Checks for the second review's findings: the last allowed answer keeps its storable part,
+MCP's empty shortcuts, one check each for Unicode, whole numbers and step feedback, and the
+twx bench's reported prompt cuts."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from conftest import llm_config
+from lightmem import LightMemory
+from lightmem.ledger import Ledger
+from lightmem.llm import OpenAIChatClient
+from lightmem.pipeline.update import UpdateItem
+from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
+from lightmem.types import MemoryEntry, Scope
+
+TURNS = [
+    {"id": "t1", "content": "I like green tea."},
+    {"id": "t2", "content": "I moved to Porto last year."},
+]
+_NUL = "\x00"
+
+
+def _usage(mem: LightMemory) -> dict[str, int]:
+    return {r["op"]: r["items"] for r in mem.stats()["usage"]["by_operation"]}
+
+
+def _chat_requests(stub: OpenAIStubServer) -> int:
+    return len([b for b in stub.counters.bodies if "messages" in b])
+
+
+# -- finding 3: one unstorable field on the last answer drops only its item -------------------
+def test_the_last_answer_keeps_its_facts_the_store_can_hold(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    reply = json.dumps(
+        {
+            "facts": [
+                {"fact": "Ana likes green tea", "source_ids": ["t1"], "time": ""},
+                {"fact": f"Ana moved to Porto{_NUL}", "source_ids": ["t2"], "time": ""},
+            ]
+        }
+    )
+    llm.queue(reply, reply, reply)  # never repaired
+    with LightMemory.from_config(llm_config(stub, store_path)) as mem:
+        mem.add_memory(TURNS, force_extract=True)
+        entries = mem.list_entries(filters={"kind": "entry"})
+        usage = _usage(mem)
+    assert _chat_requests(stub) == 3  # the earlier answers were still sent back for repair
+    texts = {e.source_ids: (e.text, e.metadata["extractor"]) for e in entries}
+    assert texts[("t1",)] == ("Ana likes green tea", "extract_flat/3")
+    assert texts[("t2",)][1] == "offline-fallback"  # only the dropped fact's turn
+    assert usage["extract.rejected"] == 1 and "extract.unusable" not in usage
+
+
+def _event(key: str, summary: str, turn: str) -> dict[str, Any]:
+    fact = {"fact": summary, "source_ids": [turn], "time": ""}
+    return {"id": key, "summary": summary, "time": "", "participants": ["Ana"], "facts": [fact]}
+
+
+def test_the_last_answer_drops_an_unstorable_event_and_its_relations_only(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    bad_fact = _event("e3", "Ana drinks tea daily", "t1")
+    bad_fact["facts"].append({"fact": f"Ana{_NUL}", "source_ids": ["t1"], "time": ""})
+    reply = json.dumps(
+        {
+            "events": [
+                _event("e1", "Ana likes green tea", "t1"),
+                {**_event("e2", "Ana moved to Porto", "t2"), "cause": f"work{_NUL}"},
+                bad_fact,
+            ],
+            "relations": [
+                {"from": "e2", "to": "e1", "type": "follows"},
+                {"from": "e3", "to": "e1", "type": "related"},
+            ],
+        }
+    )
+    llm.queue(reply, reply, reply)
+    cfg = {**llm_config(stub, store_path), "extraction_mode": "event"}
+    with LightMemory.from_config(cfg) as mem:
+        mem.add_memory(TURNS, force_extract=True)
+        events = {e.text: e for e in mem.list_entries(filters={"kind": "event"})}
+        facts = mem.list_entries(filters={"kind": "entry"})
+        usage = _usage(mem)
+    assert set(events) == {"Ana likes green tea", "Ana drinks tea daily"}
+    assert events["Ana likes green tea"].metadata["relations"] == []
+    assert events["Ana drinks tea daily"].metadata["relations"] == [
+        {"type": "related", "to": events["Ana likes green tea"].id}
+    ]
+    fallback = [f.source_ids for f in facts if f.metadata["extractor"] == "offline-fallback"]
+    assert fallback == [("t2",)]
+    assert usage["extract.rejected"] == 2  # the event e2 and one fact of e3
+
+
+def test_the_last_update_answer_drops_only_its_unstorable_action(
+    llm: ScriptedLLM, stub: OpenAIStubServer
+) -> None:
+    client = OpenAIChatClient("stub", base_url=stub.base_url, api_key="k", ledger=Ledger())
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    newer, old1, old2 = (
+        MemoryEntry(id=i, text=t, original_text=t, scope=Scope(), created_at=now, updated_at=now)
+        for i, t in (("n", "Ana lives in Porto"), ("o1", "Ana lives in Lisbon"), ("o2", "Ana"))
+    )
+    reply = json.dumps(
+        {
+            "actions": [
+                {"id": "o1", "action": "supersede", "by": "n"},
+                {"id": "o2", "action": "merge", "text": f"Ana{_NUL}"},
+            ]
+        }
+    )
+    llm.queue(reply, reply, reply)
+    actions = LLMUpdater(client).decide([UpdateItem(newer, ((old1, 0.9), (old2, 0.8)))])
+    assert [(a.op, a.target_id, a.by) for a in actions] == [("supersede", "o1", "n")]
+    assert _chat_requests(stub) == 3
+    rejected = [r for r in client.ledger.totals() if r.op == "update.rejected"]
+    assert [r.items for r in rejected] == [1]
