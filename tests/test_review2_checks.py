@@ -4,10 +4,15 @@ twx bench's reported prompt cuts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
+from fastmcp import Client
 
 from conftest import llm_config
 from lightmem import LightMemory
@@ -15,6 +20,8 @@ from lightmem.ledger import Ledger
 from lightmem.llm import OpenAIChatClient
 from lightmem.pipeline.update import UpdateItem
 from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.server.mcp import create_mcp
+from lightmem.server.tenancy import TenantPool
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
 from lightmem.types import MemoryEntry, Scope
 
@@ -120,3 +127,35 @@ def test_the_last_update_answer_drops_only_its_unstorable_action(
     assert _chat_requests(stub) == 3
     rejected = [r for r in client.ledger.totals() if r.op == "update.rejected"]
     assert [r.items for r in rejected] == [1]
+
+
+# -- finding 4: MCP add_memory, "" (or []) is an unused parameter in both paths ----------------
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[TenantPool]:
+    p = TenantPool(tmp_path / "data")
+    yield p
+    p.close()
+
+
+def _add_memory(pool: TenantPool, args: dict[str, Any]) -> dict[str, Any]:
+    tenant = pool.get("acme")
+
+    async def main() -> dict[str, Any]:
+        async with Client(create_mcp(lambda: tenant)) as c:
+            out: dict[str, Any] = (await c.call_tool("add_memory", args)).structured_content or {}
+            return out
+
+    return asyncio.run(main())
+
+
+_UNUSED = {"user_message": "", "assistant_message": "", "timestamp": ""}
+
+
+def test_mcp_add_memory_takes_messages_beside_empty_shortcuts(pool: TenantPool) -> None:
+    out = _add_memory(pool, {"messages": [{"content": "I like tea."}], **_UNUSED})
+    assert out["messages_added"] == 1
+
+
+def test_mcp_add_memory_takes_a_shortcut_beside_empty_messages(pool: TenantPool) -> None:
+    args = {**_UNUSED, "messages": [], "user_message": "I like coffee."}
+    assert _add_memory(pool, args)["messages_added"] == 1
