@@ -15,11 +15,12 @@ import pytest
 from fastmcp import Client
 
 from conftest import llm_config
-from lightmem import LightMemory
+from lightmem import InvalidInputError, LightMemory, WordLlamaEmbedder
 from lightmem.ledger import Ledger
 from lightmem.llm import OpenAIChatClient
 from lightmem.pipeline.update import UpdateItem
 from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.sanitize import check_text
 from lightmem.server.mcp import create_mcp
 from lightmem.server.tenancy import TenantPool
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
@@ -159,3 +160,17 @@ def test_mcp_add_memory_takes_messages_beside_empty_shortcuts(pool: TenantPool) 
 def test_mcp_add_memory_takes_a_shortcut_beside_empty_messages(pool: TenantPool) -> None:
     args = {**_UNUSED, "messages": [], "user_message": "I like coffee."}
     assert _add_memory(pool, args)["messages_added"] == 1
+
+
+# -- finding 6: one check of Unicode for the embedder and stored text -------------------------
+def test_the_embedder_and_stored_text_refuse_a_lone_surrogate_alike(
+    embedder: WordLlamaEmbedder,
+) -> None:
+    text = "Ana likes \ud800 tea"
+    with pytest.raises(InvalidInputError) as by_embedder:
+        embedder.embed([text])
+    with pytest.raises(InvalidInputError) as by_store_check:
+        check_text(text, "texts[0]")
+    assert str(by_store_check.value) == str(by_embedder.value)
+    assert "'\\ud800' at character 10" in str(by_store_check.value)
+    embedder.embed(["Ana\x00 likes tea"])  # a NUL is refused where text is stored, not here
