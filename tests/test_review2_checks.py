@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ import pytest
 from fastmcp import Client
 
 from conftest import llm_config
-from lightmem import InvalidInputError, LightMemory, WordLlamaEmbedder
+from lightmem import ConfigError, InvalidInputError, LightMemory, WordLlamaEmbedder
 from lightmem.ledger import Ledger
 from lightmem.llm import OpenAIChatClient
 from lightmem.pipeline.update import UpdateItem
@@ -174,3 +174,22 @@ def test_the_embedder_and_stored_text_refuse_a_lone_surrogate_alike(
     assert str(by_store_check.value) == str(by_embedder.value)
     assert "'\\ud800' at character 10" in str(by_store_check.value)
     embedder.embed(["Ana\x00 likes tea"])  # a NUL is refused where text is stored, not here
+
+
+# -- finding 7: one check of "an integer of at least N" ---------------------------------------
+def test_counts_are_refused_alike_and_a_client_names_its_own_parameter(
+    stub: OpenAIStubServer,
+) -> None:
+    from lightmem.bench.twx_llm import LLMPlayer
+    from lightmem.fluxmem import FluxMemConfig
+
+    client = OpenAIChatClient("stub", base_url=stub.base_url, api_key="k")
+    refusals: dict[str, Callable[[], object]] = {
+        "steps_shown": lambda: LLMPlayer(None, 10, client, steps_shown=0),  # type: ignore[arg-type]
+        "fluxmem.top_k_semantic": lambda: FluxMemConfig(top_k_semantic=0),
+        "max_attempts": lambda: OpenAIChatClient("stub", base_url=stub.base_url, max_attempts=0),
+    }
+    for name, build in refusals.items():
+        with pytest.raises(ConfigError) as refused:
+            build()
+        assert str(refused.value) == f"{name}: expected an integer of at least 1, got 0"

@@ -24,6 +24,7 @@ from lightmem.fluxmem.types import StepResult
 from lightmem.llm.base import ChatMessage, InvalidReply, LLMClient, UnusableOutputError
 from lightmem.llm.schema import OutputSchema, bounded, cut_to_tokens, prompt_tokens_bound
 from lightmem.sanitize import DATA_RULE, fence
+from lightmem.validate import whole_number
 
 __all__ = ["LLMPlayer", "action_schema", "build", "parse_action", "scored"]
 
@@ -54,8 +55,7 @@ class LLMPlayer:
         give_up_after: int = GIVE_UP_AFTER,
     ) -> None:
         for field, n in (("steps_shown", steps_shown), ("give_up_after", give_up_after)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ConfigError(f"{field}: expected a whole number >= 1, got {n!r}")
+            whole_number(field, n, 1, error=ConfigError)
         self.world = world
         self.step_limit = step_limit
         self.client = client
