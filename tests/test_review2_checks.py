@@ -193,3 +193,23 @@ def test_counts_are_refused_alike_and_a_client_names_its_own_parameter(
         with pytest.raises(ConfigError) as refused:
             build()
         assert str(refused.value) == f"{name}: expected an integer of at least 1, got 0"
+
+
+# -- finding 8: step feedback's fields and kinds, defined once --------------------------------
+def test_step_feedback_schema_and_check_follow_the_fluxmem_definition(pool: TenantPool) -> None:
+    from dataclasses import fields
+
+    from lightmem.fluxmem.types import FAILURE_KINDS, FEEDBACK_FIELDS, Feedback
+    from lightmem.server.schemas import StepFeedback
+    from lightmem.server.service import record_step, start_task
+
+    assert tuple(f.name for f in fields(Feedback)) == FEEDBACK_FIELDS
+    assert tuple(StepFeedback.model_fields) == FEEDBACK_FIELDS
+    assert StepFeedback.model_json_schema()["properties"]["kind"]["enum"] == list(FAILURE_KINDS)
+    tenant = pool.get("acme")
+    sid = start_task(tenant, "print a report")["session_id"]
+    with pytest.raises(InvalidInputError) as refused:
+        record_step(tenant, sid, result=None, success=False, feedback={"kind": "lost"})
+    assert str(refused.value) == "feedback.kind: must be one of " + ", ".join(
+        repr(k) for k in FAILURE_KINDS
+    )
