@@ -213,3 +213,13 @@ def test_step_feedback_schema_and_check_follow_the_fluxmem_definition(pool: Tena
     assert str(refused.value) == "feedback.kind: must be one of " + ", ".join(
         repr(k) for k in FAILURE_KINDS
     )
+
+
+def test_a_relation_naming_events_by_a_list_is_dropped_not_a_crash() -> None:
+    from lightmem.pipeline.prompts import extract_event
+
+    reply = {
+        "events": [_event("e1", "Ana likes tea", "t1"), _event("e2", "Ana moved", "t2")],
+        "relations": [{"from": ["e1"], "to": "e2", "type": "causes"}],
+    }
+    assert extract_event.parse(reply, {"t1", "t2"}).relations == []

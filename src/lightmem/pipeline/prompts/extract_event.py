@@ -97,7 +97,7 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
         src, dst, typ = rel.get("from"), rel.get("to"), rel.get("type")
         if typ not in RELATION_TYPES:
             raise InvalidReply(f"relations[{k}].type must be one of {', '.join(RELATION_TYPES)}")
-        if src in kept and dst in kept and src != dst:
+        if isinstance(src, str) and isinstance(dst, str) and {src, dst} <= kept and src != dst:
             relations.append((str(src), str(dst), str(typ)))
     if strict and rejected:
         raise InvalidReply("facts cite turn ids that are not in the input")
