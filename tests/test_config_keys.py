@@ -17,11 +17,11 @@ from lightmem.fluxmem import FluxMemConfig
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("top_k_semantic", 2.5, "expected an integer, got 2.5"),
-        ("chunk_tokens", 50.5, "expected an integer, got 50.5"),
-        ("candidates", 10.0, "expected an integer, got 10.0"),
-        ("max_refinement_rounds", 2.0, "expected an integer"),
-        ("num_clusters", 3.0, "expected an integer"),
+        ("top_k_semantic", 2.5, "expected an integer of at least 1, got 2.5"),
+        ("chunk_tokens", 50.5, "expected an integer of at least 1, got 50.5"),
+        ("candidates", 10.0, "expected an integer of at least 1, got 10.0"),
+        ("max_refinement_rounds", 2.0, "expected an integer in [0, 100], got 2.0"),
+        ("num_clusters", 3.0, "expected an integer of at least 1, got 3.0"),
         ("seed", True, "expected an integer, got True"),
         ("dense_weight", float("nan"), "expected a finite number, got nan"),
         ("ground_weight", float("inf"), "expected a finite number, got inf"),

@@ -106,7 +106,7 @@ def test_invalid_reply_is_a_lightmem_error_that_asks_for_a_repair() -> None:
 )
 def test_retry_counts_are_refused_not_clamped(kwargs: dict[str, Any], field: str) -> None:
     """Smaller note: LLMClient used to turn max_attempts=0 into 1 and json_repairs=-1 into 0."""
-    with pytest.raises(ConfigError, match=rf"^memory_manager\.configs\.{field}: expected"):
+    with pytest.raises(ConfigError, match=rf"^{field}: expected an integer of at least"):
         _Scripted([], **kwargs)
 
 

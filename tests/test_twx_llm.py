@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -90,6 +91,32 @@ def test_a_long_memory_is_cut_to_fit_the_models_context(
     assert result.success
     sent = prompts[0][1]["content"]
     assert len(sent) < len(memory) and all(lever in sent for lever in Vault.LEVERS)
+    cuts = {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".cut")}
+    assert cuts == {"twx.act.cut": len(prompts)}  # the memory, cut in every step's prompt
+
+
+class EchoingVault(Vault):
+    """A vault whose every lever answers with a long echo: the steps outgrow the context."""
+
+    def step(self, action: str) -> Turn:
+        return replace(super().step(action), observation="Clunk, clunk. " * 60)
+
+
+def test_the_oldest_steps_left_out_of_the_prompt_are_counted_as_cut(
+    stub: tuple[OpenAIStubServer, list[list[dict[str, Any]]]],
+) -> None:
+    server, prompts = stub
+    client = OpenAIChatClient("stub", base_url=server.base_url, api_key="k", context_tokens=1024)
+    result = LLMPlayer(EchoingVault(), 10, client).play("vault", {}, 0, "test", "")
+    assert result.actions == Vault.LEVERS
+    shown = [
+        len(json.loads(p[1]["content"].split("<data>")[1].split("</data>")[0])["steps"])
+        for p in prompts
+    ]
+    left_out = sum(step - n for step, n in enumerate(shown))
+    assert left_out > 0
+    cuts = {r.op: r.items for r in client.ledger.totals() if r.op.endswith(".cut")}
+    assert cuts == {"twx.act.cut": left_out}
 
 
 def test_twx_bench_with_an_llm_policy_counts_its_calls(

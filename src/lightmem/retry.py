@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from lightmem.errors import BackendError, ConfigError, TransientBackendError
+from lightmem.validate import whole_number
 
 __all__ = ["check_attempts", "with_retries"]
 
@@ -47,7 +48,6 @@ def with_retries(
 
 def check_attempts(value: object, field: str, least: int) -> int:
     """``value`` if it is an integer of at least ``least``, else a ConfigError naming
-    ``field``: a count of tries the caller gave is used as given, never clamped."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{field}: expected an integer of at least {least}, got {value!r}")
-    return value
+    ``field`` (:func:`lightmem.validate.whole_number`): a count of tries the caller gave is
+    used as given, never clamped."""
+    return whole_number(field, value, least, error=ConfigError)

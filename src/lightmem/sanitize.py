@@ -24,6 +24,7 @@ __all__ = [
     "DATA_RULE",
     "MAX_DEPTH",
     "check_text",
+    "check_unicode",
     "check_value",
     "fence",
     "fence_lines",
@@ -41,12 +42,22 @@ DATA_RULE = (
 )
 
 
-def check_text(value: str, where: str) -> None:
-    """Text every backend can store: valid Unicode, no NUL character."""
+def check_unicode(value: str, where: str) -> None:
+    """Valid Unicode (no lone surrogate, which no backend can store, tokenize or send), else
+    :class:`InvalidInputError` naming ``where`` and showing the character and its place."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{where}: not valid Unicode text (lone surrogate)") from exc
+        near = value[max(0, exc.start - 20) : exc.start + 20]
+        raise InvalidInputError(
+            f"{where}: not valid Unicode text (a lone surrogate "
+            f"{value[exc.start]!r} at character {exc.start}, in {near!r})"
+        ) from exc
+
+
+def check_text(value: str, where: str) -> None:
+    """Text every backend can store: valid Unicode (:func:`check_unicode`), no NUL."""
+    check_unicode(value, where)
     if "\x00" in value:
         raise InvalidInputError(f"{where}: contains a NUL character")
 

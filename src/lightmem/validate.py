@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from lightmem.errors import InvalidInputError
+from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.sanitize import check_text
 from lightmem.timeparse import parse_timestamp
 from lightmem.types import Filters, Scope
@@ -31,6 +31,7 @@ __all__ = [
     "query",
     "scope",
     "time_window",
+    "whole_number",
 ]
 
 MAX_QUERY_CHARS = 100_000
@@ -156,11 +157,37 @@ def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:
 
 def bounded_int(name: str, value: object, minimum: int, maximum: int) -> int:
     """An integer in [minimum, maximum] (bool is not an integer here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+    return whole_number(name, value, minimum, maximum)
+
+
+def whole_number(
+    name: str,
+    value: object,
+    least: int | None = None,
+    most: int | None = None,
+    *,
+    error: type[LightMemError] = InvalidInputError,
+) -> int:
+    """``value`` if it is an integer (bool is not one here) within the bounds given, else
+    ``error`` naming ``name`` (``retries: expected an integer of at least 1, got 0``): a
+    count the caller gave is used as given, never clamped or rounded. The one check of
+    integers for user input (InvalidInputError) and configuration (ConfigError) alike."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (least is not None and value < least)
+        or (most is not None and value > most)
+    ):
+        if least is not None and most is not None:
+            expected = f"an integer in [{least}, {most}]"
+        elif least is not None:
+            expected = f"an integer of at least {least}"
+        elif most is not None:
+            expected = f"an integer of at most {most}"
+        else:
+            expected = "an integer"
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-        raise InvalidInputError(
-            f"{name}: expected an integer in [{minimum}, {maximum}], got {shown}"
-        )
+        raise error(f"{name}: expected {expected}, got {shown}")
     return value
 
 

@@ -22,8 +22,10 @@ from lightmem.bench.twx_policy import FAILED, SCORED, mattered
 from lightmem.errors import ConfigError
 from lightmem.fluxmem.types import StepResult
 from lightmem.llm.base import ChatMessage, InvalidReply, LLMClient, UnusableOutputError
-from lightmem.llm.schema import OutputSchema, bounded, cut_to_tokens, prompt_tokens_bound
+from lightmem.llm.packing import cut_reported, report_cut
+from lightmem.llm.schema import OutputSchema, bounded
 from lightmem.sanitize import DATA_RULE, fence
+from lightmem.validate import whole_number
 
 __all__ = ["LLMPlayer", "action_schema", "build", "parse_action", "scored"]
 
@@ -54,8 +56,7 @@ class LLMPlayer:
         give_up_after: int = GIVE_UP_AFTER,
     ) -> None:
         for field, n in (("steps_shown", steps_shown), ("give_up_after", give_up_after)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ConfigError(f"{field}: expected a whole number >= 1, got {n!r}")
+            whole_number(field, n, 1, error=ConfigError)
         self.world = world
         self.step_limit = step_limit
         self.client = client
@@ -130,23 +131,23 @@ class LLMPlayer:
         valid: list[str],
         output: OutputSchema,
     ) -> list[ChatMessage]:
-        """The prompt, with the memory cut (then the oldest steps dropped) until it fits."""
-        messages = build(task, memory, steps, valid)
-        while not self.client.fits(messages, output) and (memory or steps):
-            if memory:
-                keep = prompt_tokens_bound(memory) // 2
-                memory = cut_to_tokens(memory, keep) if keep > 16 else ""
-            else:
-                steps = steps[1:]
-            messages = build(task, memory, steps, valid)
-        if not self.client.fits(messages, output):
+        """The prompt, with the memory cut (then the oldest steps left out) until it fits;
+        both are counted as ``("llm", "twx.act.cut")``."""
+
+        def fits(shown_memory: str, shown_steps: list[dict[str, str]]) -> bool:
+            return self.client.fits(build(task, shown_memory, shown_steps, valid), output)
+
+        if not fits("", []):
             # Cutting the valid actions would hide moves from the model (or break the data).
             raise ConfigError(
                 f"context_tokens: {self.client.context_tokens} is too small for the game's "
                 f"task, its {len(valid)} valid actions and an answer of up to "
                 f"{self.client.answer_tokens(output)} tokens"
             )
-        return messages
+        memory = cut_reported(self.client, "twx.act", [memory], lambda t: fits(t[0], steps))[0]
+        dropped = next(n for n in range(len(steps) + 1) if fits(memory, steps[n:]))
+        report_cut(self.client, "twx.act", dropped)
+        return build(task, memory, steps[dropped:], valid)
 
 
 def build(

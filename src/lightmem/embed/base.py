@@ -16,6 +16,7 @@ import numpy.typing as npt
 from lightmem.errors import BackendError, InvalidInputError, LightMemError
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.retry import with_retries
+from lightmem.sanitize import check_unicode
 from lightmem.text import estimate_tokens
 
 __all__ = [
@@ -119,7 +120,7 @@ class Embedder(ABC):
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise InvalidInputError("texts: expected a sequence of strings")
         for i, text in enumerate(texts):
-            _check_unicode(text, f"texts[{i}]")
+            check_unicode(text, f"texts[{i}]")  # not check_text: a NUL can be embedded
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         pieces: list[str] = []
@@ -177,18 +178,6 @@ class Embedder(ABC):
                 f"expected ({len(batch)}, {self.dim})"
             )
         return out, reported
-
-
-def _check_unicode(text: str, where: str) -> None:
-    """No backend can tokenize or send a lone surrogate: refuse it, naming the text."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        near = text[max(0, exc.start - 20) : exc.start + 20]
-        raise InvalidInputError(
-            f"{where}: not valid Unicode text (a lone surrogate "
-            f"{text[exc.start]!r} at character {exc.start}, in {near!r})"
-        ) from exc
 
 
 def windows(text: str) -> list[str]:

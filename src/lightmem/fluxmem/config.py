@@ -6,8 +6,21 @@ import math
 from dataclasses import dataclass, fields
 
 from lightmem.errors import ConfigError
+from lightmem.validate import whole_number
 
 __all__ = ["FluxMemConfig"]
+
+
+#: (least, most) of the integer fields (None: unbounded; ``num_clusters`` may be None).
+_INT_BOUNDS: dict[str, tuple[int | None, int | None]] = {
+    "top_k_semantic": (1, None),
+    "top_k_episodic": (1, None),
+    "candidates": (1, None),
+    "chunk_tokens": (1, None),
+    "num_clusters": (1, None),
+    "max_refinement_rounds": (0, 100),
+    "max_consolidation_rounds": (0, 100),
+}
 
 
 @dataclass(frozen=True)
@@ -43,22 +56,18 @@ class FluxMemConfig:
             if f.type == "int | None" and value is None:
                 continue
             if f.type.startswith("int"):
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise ConfigError(f"fluxmem.{f.name}: expected an integer, got {value!r}")
+                whole_number(
+                    f"fluxmem.{f.name}",
+                    value,
+                    *_INT_BOUNDS.get(f.name, (None, None)),
+                    error=ConfigError,
+                )
             elif (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
             ):
                 raise ConfigError(f"fluxmem.{f.name}: expected a finite number, got {value!r}")
-        for name in ("top_k_semantic", "top_k_episodic", "candidates", "chunk_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"fluxmem.{name}: must be at least 1")
-        for name in ("max_refinement_rounds", "max_consolidation_rounds"):
-            if not 0 <= getattr(self, name) <= 100:
-                raise ConfigError(f"fluxmem.{name}: must be in [0, 100]")
-        if self.num_clusters is not None and self.num_clusters < 1:
-            raise ConfigError("fluxmem.num_clusters: must be at least 1 or None")
         if not 0 <= self.mature_similarity <= 1:
             raise ConfigError("fluxmem.mature_similarity: must be in [0, 1] (0 = off)")
         if not 0 < self.pems_threshold < 1:

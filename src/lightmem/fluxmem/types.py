@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
 
 # The graph types live in the leaf module the store imports too; re-exported here.
 from lightmem.types import Edge, EdgeKind, Node, NodeKind
 
 __all__ = [
+    "FAILURE_KINDS",
+    "FEEDBACK_FIELDS",
     "Edge",
     "EdgeKind",
     "FailureKind",
@@ -22,7 +24,10 @@ __all__ = [
     "TaskOutcome",
 ]
 
+#: Why a step failed: the one list of kinds (the REST/MCP schemas and their check take it
+#: from here).
 FailureKind = Literal["missing", "noise", "granularity"]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,11 @@ class Feedback:
     detail: str = ""
     node_id: str | None = None
     steps: tuple[str, ...] = ()
+
+
+#: The fields of structured feedback, as REST and MCP take it (see
+#: :class:`lightmem.server.schemas.StepFeedback`).
+FEEDBACK_FIELDS = tuple(f.name for f in fields(Feedback))
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,12 +96,9 @@ class LLMClient(ABC):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.ledger = ledger if ledger is not None else Ledger()
-        self.max_attempts = check_attempts(
-            max_attempts, "memory_manager.configs.max_attempts", least=1
-        )
-        self.json_repairs = check_attempts(
-            json_repairs, "memory_manager.configs.json_repairs", least=0
-        )
+        # named as the parameters: a config edge names its own keys before building one
+        self.max_attempts = check_attempts(max_attempts, "max_attempts", least=1)
+        self.json_repairs = check_attempts(json_repairs, "json_repairs", least=0)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.context_tokens = context_tokens

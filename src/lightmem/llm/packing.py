@@ -1,6 +1,7 @@
 """Packing a call's inputs into requests that fit a model's context, and cutting texts that
-do not fit, said so: every prompt of the pipeline and FluxMem that cuts texts does it
-through :func:`cut_reported`, which logs a warning and counts the texts it shortened as
+do not fit, said so: every prompt of the pipeline, FluxMem and the benches that cuts texts
+does it through :func:`cut_reported` (or, leaving items out, reports it with
+:func:`report_cut`), which logs a warning and counts the texts shortened or left out as
 ``("llm", "<op>.cut")``, as :class:`~lightmem.llm.base.LLMClient` does for a request it
 cuts. Only the prompt is cut: what is stored stays whole."""
 
@@ -14,7 +15,7 @@ from lightmem.ledger import UsageRecord
 from lightmem.llm.base import LLMClient
 from lightmem.llm.schema import cut_to_tokens, prompt_tokens_bound
 
-__all__ = ["T", "cut_reported", "cut_texts", "pack"]
+__all__ = ["T", "cut_reported", "cut_texts", "pack", "report_cut"]
 
 log = logging.getLogger("lightmem.llm")
 
@@ -58,8 +59,13 @@ def cut_reported(
     """:func:`cut_texts` for a prompt of ``op`` sent to ``client``,
     reported in its ledger (``items``: the texts shortened) and in the log."""
     out = cut_texts(texts, fits)
-    n = sum(a != b for a, b in zip(texts, out, strict=True))
+    report_cut(client, op, sum(a != b for a, b in zip(texts, out, strict=True)))
+    return out
+
+
+def report_cut(client: LLMClient, op: str, n: int) -> None:
+    """Log and count in ``client``'s ledger ``n`` texts of ``op``'s prompt cut or left out
+    to fit the model's context (nothing when ``n`` is 0)."""
     if n:
         log.warning("LLM %s: %d text(s) cut in the prompt to fit the model's context", op, n)
         client.ledger.record(UsageRecord("llm", f"{op}.cut", items=n))
-    return out

@@ -20,6 +20,7 @@ from lightmem.pipeline.prompts import (
     extract_flat,
     extract_flat_schema,
 )
+from lightmem.pipeline.prompts.reply import count_rejected
 from lightmem.sanitize import inline
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
@@ -63,9 +64,10 @@ class LLMMemoryManager:
     prompt (the stored message stays whole).
 
     Ids, timestamps and speakers of a fact are taken from the turns it cites, never from
-    the model. A reply citing a turn outside its batch is sent back for correction; if the
-    last allowed reply still does, those facts are rejected and counted in the ledger as
-    ``("llm", "extract.rejected")``.
+    the model. A reply citing a turn outside its batch, or holding text the store refuses (a
+    NUL, a lone surrogate), is sent back for correction; if the last allowed reply still
+    does, only those facts (or events, for an event's own field) are rejected and counted in
+    the ledger as ``("llm", "extract.rejected")``.
 
     No turn is left without a memory: every turn of a batch that no accepted fact cites
     (the answer was unusable, cited only unknown turns, or skipped it) gets the offline
@@ -232,7 +234,7 @@ class LLMMemoryManager:
             op="extract",
             output=output,
         )
-        self._count_rejected(flat.rejected)
+        count_rejected(self.client.ledger, "extract", flat.rejected)
         return [builder.draft(f, {"extractor": extract_flat.VERSION}) for f in flat.facts]
 
     def _events(
@@ -251,7 +253,7 @@ class LLMMemoryManager:
             op="extract",
             output=output,
         )
-        self._count_rejected(ev.rejected)
+        count_rejected(self.client.ledger, "extract", ev.rejected)
         ids = {e.key: new_id() for e in ev.events}
         drafts: list[Draft] = []
         for event in ev.events:
@@ -331,11 +333,6 @@ class LLMMemoryManager:
                     meta = {**d.entry.metadata, "extractor": FALLBACK}
                     drafts.append(replace(d, entry=replace(d.entry, metadata=meta)))
         return drafts
-
-    def _count_rejected(self, rejected: Sequence[object]) -> None:
-        if rejected:
-            log.warning("rejected %d facts citing turns outside their batch", len(rejected))
-            self.client.ledger.record(UsageRecord("llm", "extract.rejected", items=len(rejected)))
 
 
 class _FactBuilder:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from lightmem.llm.base import ChatMessage, LLMClient
 from lightmem.llm.packing import cut_reported
 from lightmem.llm.schema import OutputSchema
 from lightmem.pipeline.prompts import update as update_prompt
 from lightmem.pipeline.prompts import update_schema
+from lightmem.pipeline.prompts.reply import count_rejected
 from lightmem.pipeline.update import UpdateAction, UpdateItem
 from lightmem.types import MemoryEntry
 
@@ -22,7 +25,9 @@ class LLMUpdater:
     """Asks the model about ``pairs_per_call`` (newer, earlier) pairs at a time. The model's
     answers are proposals: ``run_update`` refuses any that names an entry outside the batch.
 
-    Answers follow a bounded schema naming only the batch's earlier ids. With the client's
+    Answers follow a bounded schema naming only the batch's earlier ids. An action holding
+    text the store refuses is sent back for repair; on the last allowed answer only that
+    action is dropped, counted as ``("llm", "update.rejected")``. With the client's
     ``context_tokens``, a batch is split over several calls where one request would not fit,
     and a memory text too long for any request is cut in the prompt (not in the store).
     """
@@ -37,9 +42,15 @@ class LLMUpdater:
         actions: list[UpdateAction] = []
         for chunk in self._chunks([(it.newer, [e for e, _ in it.candidates]) for it in items]):
             messages, output = self._request(chunk)
+            rejected: list[Any] = []
             answers = self.client.complete_json(
-                messages, update_prompt.parse, op="update", output=output
+                messages,
+                update_prompt.parse,
+                final_parse=partial(update_prompt.parse, rejected=rejected),
+                op="update",
+                output=output,
             )
+            count_rejected(self.client.ledger, "update", rejected)
             newer_of = {e.id: n for n, earlier in chunk for e in earlier}
             actions += [x for a in answers if (x := _action(a, newer_of)) is not None]
         return actions

@@ -123,31 +123,34 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         """Store conversation turns as long-term memory. Call it after each exchange worth
         remembering (facts about the user, decisions, plans), with the same user_id you
         retrieve with. Returns the ids of the memories created."""
-        if messages is not None:
-            given = [
-                name
-                for name, value in (
-                    ("user_message", user_message),
-                    ("assistant_message", assistant_message),
-                    ("timestamp", timestamp),
-                )
-                if value is not None
-            ]
-            if given:
+        # one meaning of "given" for every parameter: tool-calling models fill the ones they
+        # do not use with "" (or [])
+        shortcuts = {
+            name: value
+            for name, value in (
+                ("user_message", user_message),
+                ("assistant_message", assistant_message),
+                ("timestamp", timestamp),
+            )
+            if value
+        }
+        if messages:
+            if shortcuts:
                 raise InvalidInputError(
-                    f"{given[0]}: give messages or user_message/assistant_message/timestamp, "
-                    "not both (set each turn's timestamp inside messages)"
+                    f"{next(iter(shortcuts))}: give messages or "
+                    "user_message/assistant_message/timestamp, not both "
+                    "(set each turn's timestamp inside messages)"
                 )
             raw = [m.as_dict() for m in messages]
         else:
-            pair = [
-                {"role": role, "content": text, **({"timestamp": timestamp} if timestamp else {})}
-                for role, text in (("user", user_message), ("assistant", assistant_message))
-                if text
+            when = {"timestamp": shortcuts["timestamp"]} if "timestamp" in shortcuts else {}
+            raw = [
+                {"role": role, "content": shortcuts[name], **when}
+                for role, name in (("user", "user_message"), ("assistant", "assistant_message"))
+                if name in shortcuts
             ]
-            if not pair:
+            if not raw:
                 raise InvalidInputError("messages: give messages or user_message/assistant_message")
-            raw = pair
         return service.add_memory(
             resolve(),
             raw,

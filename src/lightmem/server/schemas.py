@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from lightmem.fluxmem.types import FailureKind
+
 __all__ = [
     "AGENT_ID",
     "ALL_SCOPES",
@@ -141,12 +143,13 @@ FEEDBACK = "On failure: what was wrong with the context (text, or the structured
 
 
 class StepFeedback(BaseModel):
-    """Structured feedback on a failed step (FluxMem Stage II). Only its schema is used:
+    """Structured feedback on a failed step (FluxMem Stage II): the fields of
+    :class:`lightmem.fluxmem.types.Feedback`, described. Only its schema is used:
     ``service.record_step`` checks the value, for REST and MCP alike."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["missing", "noise", "granularity"] = Field(
+    kind: FailureKind = Field(
         description="'missing': a needed fact was absent; 'noise': a given node misled; "
         "'granularity': a node was too coarse or too fine."
     )

@@ -13,7 +13,13 @@ from typing import Any
 from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.session import TaskSession
-from lightmem.fluxmem.types import Feedback, ScoredNode, StepResult
+from lightmem.fluxmem.types import (
+    FAILURE_KINDS,
+    FEEDBACK_FIELDS,
+    Feedback,
+    ScoredNode,
+    StepResult,
+)
 from lightmem.sanitize import check_value
 from lightmem.server.tenancy import Tenant
 
@@ -308,9 +314,6 @@ def graph_history(t: Tenant, limit: int = 100) -> dict[str, Any]:
     return {"events": t.agent.history(limit)}
 
 
-_FEEDBACK_FIELDS = ("kind", "detail", "node_id", "steps")
-
-
 def _feedback(raw: object) -> str | Feedback | None:
     """The step feedback as REST and MCP send it (both pass it here unvalidated, so the
     two refuse the same things with the same words): text, or the object described by
@@ -319,16 +322,18 @@ def _feedback(raw: object) -> str | Feedback | None:
         return raw
     if not isinstance(raw, Mapping):
         raise InvalidInputError(
-            f"feedback: expected text or {{kind, detail, node_id, steps}}, got {type(raw).__name__}"
+            f"feedback: expected text or {{{', '.join(FEEDBACK_FIELDS)}}}, got {type(raw).__name__}"
         )
     for key in raw:
-        if key not in _FEEDBACK_FIELDS:
+        if key not in FEEDBACK_FIELDS:
             raise InvalidInputError(
-                f"feedback.{key}: unknown field (known: {', '.join(_FEEDBACK_FIELDS)})"
+                f"feedback.{key}: unknown field (known: {', '.join(FEEDBACK_FIELDS)})"
             )
     kind = raw.get("kind")
-    if kind not in ("missing", "noise", "granularity"):
-        raise InvalidInputError("feedback.kind: must be 'missing', 'noise' or 'granularity'")
+    if kind not in FAILURE_KINDS:
+        raise InvalidInputError(
+            f"feedback.kind: must be one of {', '.join(map(repr, FAILURE_KINDS))}"
+        )
     steps = raw.get("steps")
     if steps is None:
         steps = ()

@@ -7,7 +7,7 @@ from typing import Any
 
 from lightmem.llm.base import InvalidReply
 from lightmem.pipeline.prompts.extract_flat import SYSTEM_INPUT, TIME_RULE, Fact
-from lightmem.pipeline.prompts.reply import stored
+from lightmem.pipeline.prompts.reply import set_aside, stored
 from lightmem.sanitize import DATA_RULE
 
 __all__ = ["RELATION_TYPES", "SYSTEM", "VERSION", "Event", "EventExtraction", "parse"]
@@ -52,51 +52,43 @@ class EventExtraction:
 
 def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtraction:
     """Facts citing turns outside the batch are rejected; an event left with no fact is
-    dropped with them, and so are relations naming unknown events. Event keys are unique:
-    an event without an ``id`` gets a key no other event of the reply names, and an ``id``
-    given twice is refused (``strict``) or, on the last answer, replaced by a fresh key
-    (relations naming it then mean its first event)."""
+    dropped with them, and so are relations naming unknown events. Text the store refuses
+    is refused with ``strict``; on the last answer it rejects only its fact, or its event
+    when it is the event's own field. Event keys are unique: an event without an ``id``
+    gets a key no other event of the reply names, and an ``id`` given twice is refused
+    (``strict``) or, on the last answer, replaced by a fresh key (relations naming it then
+    mean its first event)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("events"), list):
         raise InvalidReply('expected an object with an "events" list')
     events: list[Event] = []
     rejected: list[dict[str, Any]] = []
+    aside = None if strict else rejected
     keys = _keys(obj["events"], strict)
     for i, ev in enumerate(obj["events"]):
         where = f"events[{i}]"
-        summary = _text(ev, "summary", where, required=True)
-        facts_raw = ev.get("facts")
-        if not isinstance(facts_raw, list):
-            raise InvalidReply(f"{where}.facts must be a list")
-        facts: list[Fact] = []
-        for j, f in enumerate(facts_raw):
-            if not isinstance(f, dict):
-                raise InvalidReply(f"{where}.facts[{j}] must be an object")
-            text = _text(f, "fact", f"{where}.facts[{j}]", required=True)
-            ids = f.get("source_ids")
-            if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
-                raise InvalidReply(f"{where}.facts[{j}].source_ids must list turn ids")
-            stored(ids, f"{where}.facts[{j}].source_ids")
-            if not set(ids) <= allowed_ids:
-                rejected.append(f)
-                continue
-            when = _text(f, "time", f"{where}.facts[{j}]")
-            facts.append(Fact(text, tuple(dict.fromkeys(ids)), when))
-        if not facts:
-            continue
-        participants = ev.get("participants") or []
-        if not isinstance(participants, list) or not all(isinstance(p, str) for p in participants):
-            raise InvalidReply(f"{where}.participants must be a list of names")
-        events.append(
-            Event(
-                key=keys[i],
-                summary=summary,
-                time=_text(ev, "time", where),
-                participants=tuple(stored(participants, f"{where}.participants")),
-                cause=_text(ev, "cause", where),
-                effect=_text(ev, "effect", where),
-                facts=tuple(facts),
-            )
-        )
+        with set_aside(ev, aside):  # the event's own fields first: its facts go with it
+            if ev.get("id"):
+                stored(str(ev["id"]), f"{where}.id")
+            summary = _text(ev, "summary", where, required=True)
+            time, cause, effect = (_text(ev, k, where) for k in ("time", "cause", "effect"))
+            participants = ev.get("participants") or []
+            if not isinstance(participants, list) or not all(
+                isinstance(p, str) for p in participants
+            ):
+                raise InvalidReply(f"{where}.participants must be a list of names")
+            stored(participants, f"{where}.participants")
+            facts_raw = ev.get("facts")
+            if not isinstance(facts_raw, list):
+                raise InvalidReply(f"{where}.facts must be a list")
+            facts = [
+                fact
+                for j, f in enumerate(facts_raw)
+                if (fact := _fact(f, f"{where}.facts[{j}]", allowed_ids, rejected, aside))
+            ]
+            if facts:
+                events.append(
+                    Event(keys[i], summary, time, tuple(participants), cause, effect, tuple(facts))
+                )
     kept = {e.key for e in events}
     relations = []
     for k, rel in enumerate(obj.get("relations") or []):
@@ -105,11 +97,34 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> EventExtr
         src, dst, typ = rel.get("from"), rel.get("to"), rel.get("type")
         if typ not in RELATION_TYPES:
             raise InvalidReply(f"relations[{k}].type must be one of {', '.join(RELATION_TYPES)}")
-        if src in kept and dst in kept and src != dst:
+        if isinstance(src, str) and isinstance(dst, str) and {src, dst} <= kept and src != dst:
             relations.append((str(src), str(dst), str(typ)))
     if strict and rejected:
         raise InvalidReply("facts cite turn ids that are not in the input")
     return EventExtraction(events, relations, rejected)
+
+
+def _fact(
+    f: Any,
+    where: str,
+    allowed_ids: set[str],
+    rejected: list[dict[str, Any]],
+    aside: list[dict[str, Any]] | None,
+) -> Fact | None:
+    """One fact of an event, or None when it is rejected (into ``rejected``)."""
+    if not isinstance(f, dict):
+        raise InvalidReply(f"{where} must be an object")
+    with set_aside(f, aside):
+        text = _text(f, "fact", where, required=True)
+        ids = f.get("source_ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
+            raise InvalidReply(f"{where}.source_ids must list turn ids")
+        stored(ids, f"{where}.source_ids")
+        if not set(ids) <= allowed_ids:
+            rejected.append(f)
+            return None
+        return Fact(text, tuple(dict.fromkeys(ids)), _text(f, "time", where))
+    return None  # set aside
 
 
 def _keys(events: list[Any], strict: bool) -> list[str]:
@@ -120,7 +135,7 @@ def _keys(events: list[Any], strict: bool) -> list[str]:
         if not isinstance(ev, dict):
             raise InvalidReply(f"events[{i}] must be an object")
         raw = ev.get("id")
-        given.append(stored(str(raw), f"events[{i}].id") if raw else None)
+        given.append(str(raw) if raw else None)
     taken = {k for k in given if k is not None}
     keys: list[str] = []
     seen: set[str] = set()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.reply import stored
+from lightmem.pipeline.prompts.reply import set_aside, stored
 from lightmem.sanitize import DATA_RULE, fence_lines, token
 
 __all__ = [
@@ -83,12 +83,14 @@ def build(turns: Sequence[Turn], system: str = SYSTEM) -> list[ChatMessage]:
 
 
 def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> Extraction:
-    """Facts citing ids outside the batch are rejected (returned apart), not stored; with
-    ``strict`` such a reply is refused instead, so the model can correct it."""
+    """Facts citing ids outside the batch, or holding text the store refuses, are rejected
+    (returned apart), not stored; with ``strict`` such a reply is refused instead, so the
+    model can correct it."""
     if not isinstance(obj, dict) or not isinstance(obj.get("facts"), list):
         raise InvalidReply('expected an object with a "facts" list')
     facts: list[Fact] = []
     rejected: list[dict[str, Any]] = []
+    aside = None if strict else rejected
     for i, f in enumerate(obj["facts"]):
         if not isinstance(f, dict):
             raise InvalidReply(f"facts[{i}] must be an object")
@@ -100,13 +102,14 @@ def parse(obj: Any, allowed_ids: set[str], *, strict: bool = False) -> Extractio
         when = f.get("time", "")
         if not isinstance(when, str):
             raise InvalidReply(f'facts[{i}].time must be a string ("" for none)')
-        stored(text, f"facts[{i}].fact")
-        stored(when, f"facts[{i}].time")
-        stored(ids, f"facts[{i}].source_ids")  # quoted back to the model when unknown
-        if not set(ids) <= allowed_ids:
-            rejected.append(f)
-            continue
-        facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids)), when.strip()))
+        with set_aside(f, aside):
+            stored(text, f"facts[{i}].fact")
+            stored(when, f"facts[{i}].time")
+            stored(ids, f"facts[{i}].source_ids")  # quoted back to the model when unknown
+            if not set(ids) <= allowed_ids:
+                rejected.append(f)
+                continue
+            facts.append(Fact(text.strip(), tuple(dict.fromkeys(ids)), when.strip()))
     if strict and rejected:
         bad = sorted({i for f in rejected for i in f.get("source_ids", []) if i not in allowed_ids})
         raise InvalidReply(f"facts cite turn ids that are not in the input: {', '.join(bad[:10])}")

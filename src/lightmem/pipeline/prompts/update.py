@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightmem.llm.base import ChatMessage, InvalidReply
-from lightmem.pipeline.prompts.reply import stored
+from lightmem.pipeline.prompts.reply import set_aside, stored
 from lightmem.sanitize import DATA_RULE, fence
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
@@ -50,10 +50,11 @@ def _view(e: MemoryEntry) -> dict[str, str]:
     return {"id": e.id, "time": format_date(e.timestamp), "text": e.text}
 
 
-def parse(obj: Any) -> list[dict[str, str]]:
+def parse(obj: Any, rejected: list[Any] | None = None) -> list[dict[str, str]]:
     """Structurally valid actions (``action`` one of keep / supersede / merge, ``by`` and
     ``text`` strings, "" when absent); whether each id may be touched is checked by the
-    caller."""
+    caller. An action holding text the store refuses refuses the answer, or with
+    ``rejected`` (the last allowed answer) is put there and left out."""
     if not isinstance(obj, dict) or not isinstance(obj.get("actions"), list):
         raise InvalidReply('expected an object with an "actions" list')
     out = []
@@ -76,5 +77,6 @@ def parse(obj: Any) -> list[dict[str, str]]:
             "by": by if act == "supersede" and isinstance(by, str) else "",
             "text": text.strip() if act == "merge" and isinstance(text, str) else "",
         }
-        out.append(stored(action, f"actions[{i}]"))
+        with set_aside(a, rejected):
+            out.append(stored(action, f"actions[{i}]"))
     return out
