@@ -10,6 +10,7 @@ import numpy as np
 
 from lightmem.embed.base import Embedder, Vectors
 from lightmem.errors import ConfigError
+from lightmem.validate import whole_number
 
 __all__ = ["KEEP_NAMES", "Meaning"]
 
@@ -23,10 +24,8 @@ class Meaning:
     at most ``keep`` are remembered (the calls are accounted in the embedder's ledger)."""
 
     def __init__(self, embedder: Embedder, keep: int = KEEP_NAMES) -> None:
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ConfigError(f"keep: expected a whole number of names >= 1, got {keep!r}")
         self.embedder = embedder
-        self.keep = keep
+        self.keep = whole_number("keep", keep, 1, error=ConfigError)
         self.vectors: dict[str, Vectors] = {}
 
     def likeness(self, text: str, others: Sequence[str]) -> list[float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightmem.fluxmem.types import Feedback
+from lightmem.fluxmem.types import FAILURE_KINDS, Feedback
 from lightmem.llm.base import ChatMessage, InvalidReply
 from lightmem.sanitize import DATA_RULE, fence
 
@@ -29,8 +29,8 @@ def build(task: str, feedback: str) -> list[ChatMessage]:
 
 def parse(obj: Any) -> Feedback:
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    if kind not in ("missing", "noise", "granularity"):
-        raise InvalidReply('"kind" must be "missing", "noise" or "granularity"')
+    if kind not in FAILURE_KINDS:
+        raise InvalidReply('"kind" must be one of ' + ", ".join(f'"{k}"' for k in FAILURE_KINDS))
     detail = obj.get("detail", "")
     if not isinstance(detail, str):
         raise InvalidReply('"detail" must be a string')

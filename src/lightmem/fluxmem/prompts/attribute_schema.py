@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lightmem.fluxmem.types import FAILURE_KINDS
 from lightmem.llm.schema import OutputSchema, bounded, fit_output
 
 __all__ = ["DETAIL_CHARS", "output"]
@@ -18,7 +19,7 @@ def output(limit: int | None) -> OutputSchema:
             {
                 "type": "object",
                 "properties": {
-                    "kind": {"type": "string", "enum": ["missing", "noise", "granularity"]},
+                    "kind": {"type": "string", "enum": list(FAILURE_KINDS)},
                     "detail": {"type": "string", "maxLength": chars},
                 },
                 "required": ["kind", "detail"],
