@@ -24,10 +24,12 @@ weekend or a weekday named relative to that day as that relation ("week before 9
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from itertools import islice
 
 from lightmem.timeparse import format_date
 from lightmem.timespan import (
@@ -326,28 +328,36 @@ _CLAUSE_END = re.compile(
 _COMMA_SUBJECT = re.compile(r",\s*(?=(?:it|we|i|he|she|they|you)\b)", re.I)
 
 
+#: How far either side of a time phrase its clause is read (characters). A clause is
+#: rarely longer; reading the whole text for each phrase made a long text of many phrases
+#: cost the square of its length ("May 3 " x 1400 took 23 s).
+CLAUSE_REACH = 300
+
+
 def _leaning(m: re.Match[str]) -> str | None:
     """``"future"`` or ``"past"`` if the clause holding the match says which, else None.
 
     The cue nearest the time phrase decides ("I'll never forget when we went to Paris in
-    May" is behind); two at the same distance decide nothing."""
+    May" is behind); two at the same distance decide nothing. The clause is read at most
+    :data:`CLAUSE_REACH` characters either side of the phrase."""
     text = m.string
-    since = _SINCE.match(m[0]) or _SINCE_BEFORE.search(text, 0, m.start())
-    if since and not _CAUSAL.match(text, m.end()):
+    first, last = max(0, m.start() - CLAUSE_REACH), min(len(text), m.end() + CLAUSE_REACH)
+    since = _SINCE.match(m[0]) or _SINCE_BEFORE.search(text, first, m.start())
+    if since and not _CAUSAL.match(text, m.end(), last):
         return "past"
-    if _FOR_BEFORE.search(text, 0, m.start()):
+    if _FOR_BEFORE.search(text, first, m.start()):
         return "future"
     starts = [
-        x.end() for p in (_CLAUSE_END, _COMMA_SUBJECT) for x in p.finditer(text, 0, m.start())
+        x.end() for p in (_CLAUSE_END, _COMMA_SUBJECT) for x in p.finditer(text, first, m.start())
     ]
-    lo = max(starts, default=0)
+    lo = max(starts, default=first)
     opens = not text[lo : m.start()].strip(_OPENING)  # the time phrase opens its clause
     if opens and _BACK_IN.match(m[0]):
         return "past"
-    ends = [_CLAUSE_END.search(text, m.end())]
+    ends = [_CLAUSE_END.search(text, m.end(), last)]
     if not opens:
-        ends.append(_COMMA_SUBJECT.search(text, m.end()))
-    hi = min((x.start() for x in ends if x is not None), default=len(text))
+        ends.append(_COMMA_SUBJECT.search(text, m.end(), last))
+    hi = min((x.start() for x in ends if x is not None), default=last)
     cues = sorted(
         (_gap(x, m), lean)
         for pattern, lean in ((_AHEAD, "future"), (_SIGNED_UP, "future"), (_BEHIND, "past"))
@@ -413,7 +423,7 @@ def _year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
 
 def _absolute(text: str) -> TimeSpan | None:
     """The day a :data:`DATE` names."""
-    return next((x.span for x in find_times(text) if isinstance(x.span, TimeSpan)), None)
+    return next((x.span for x in _mentions(text, None) if isinstance(x.span, TimeSpan)), None)
 
 
 def _around_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
@@ -506,32 +516,49 @@ _RULES: tuple[tuple[re.Pattern[str], Rule], ...] = tuple(
 )
 
 
-def find_times(text: str, anchor: date | datetime | None = None) -> list[Mention]:
-    """Every time expression of ``text``, in order, none overlapping (where two overlap the
-    one starting first, then the longer, is kept), resolved against ``anchor``. An
-    expression that would fall outside the years 1-9999 is not one."""
+def find_times(
+    text: str, anchor: date | datetime | None = None, limit: int | None = None
+) -> list[Mention]:
+    """Every time expression of ``text`` (the first ``limit`` if given), in order, none
+    overlapping (where two overlap the one starting first, then the longer, is kept),
+    resolved against ``anchor``. An expression that would fall outside the years 1-9999 is
+    not one."""
+    return list(islice(_mentions(text, anchor), limit))
+
+
+_Found = tuple[int, int, int, re.Match[str]]  # start, -end, rule, match
+
+
+def _mentions(text: str, anchor: date | datetime | None) -> Iterator[Mention]:
+    """:func:`find_times` lazily: the rules' matches are merged in text order as each
+    pattern finds them, and a match is resolved (its clause read) only when it is the next
+    one that no mention kept before overlaps, so a caller wanting the first few reads no
+    further into the text than those."""
     day = anchor.date() if isinstance(anchor, datetime) else anchor
-    found: list[tuple[int, int, Resolved]] = []
-    for pattern, rule in _RULES:
+
+    def found(order: int, pattern: re.Pattern[str]) -> Iterator[_Found]:
+        # One pattern's matches come in text order, so the merge below keeps text order.
         for m in pattern.finditer(text):
-            if not _bounded(text, m.start(), m.end()):
-                continue
-            try:
-                span = rule(m, day)
-            except (OverflowError, ValueError):  # past the calendar's ends (year 1 or 9999)
-                continue
-            if span is not None:
-                found.append((m.start(), m.end(), span))
-    found.sort(key=lambda x: (x[0], -x[1]))
-    out: list[Mention] = []
+            if _bounded(text, m.start(), m.end()):
+                yield m.start(), -m.end(), order, m
+
+    streams = [found(order, pattern) for order, (pattern, _rule) in enumerate(_RULES)]
     edge = 0
-    for start, end, span in found:
-        if start >= edge:
-            phrase = text[start:end]
-            resolved = span.with_phrase(phrase) if isinstance(span, TimeSpan) else span
-            out.append(Mention(phrase, start, end, resolved))
-            edge = end
-    return out
+    for start, neg_end, order, m in heapq.merge(*streams, key=lambda x: x[:3]):
+        if start < edge:
+            continue  # overlaps a mention kept (resolved or not, it would not be kept)
+        try:
+            span = _RULES[order][1](m, day)
+        except (OverflowError, ValueError):  # past the calendar's ends (year 1 or 9999)
+            continue
+        if span is None:
+            continue
+        end = -neg_end
+        phrase = text[start:end]
+        if isinstance(span, TimeSpan):
+            span = span.with_phrase(phrase)
+        yield Mention(phrase, start, end, span)
+        edge = end
 
 
 def _bounded(text: str, start: int, end: int) -> bool:
@@ -543,7 +570,7 @@ def _bounded(text: str, start: int, end: int) -> bool:
 
 def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:
     """The first expression of ``text`` that resolves to days, or None."""
-    return next((m.span for m in find_times(text, anchor) if isinstance(m.span, TimeSpan)), None)
+    return next((m.span for m in _mentions(text, anchor) if isinstance(m.span, TimeSpan)), None)
 
 
 _COUNT_WORDS = {v: k for k, v in _NUMBERS.items()}
