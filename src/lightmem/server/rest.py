@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -36,6 +38,7 @@ from lightmem.server.tenancy import (
 from lightmem.validate import MAX_OFFSET
 
 __all__ = [
+    "BODY_DEADLINE_S",
     "DEFAULT_MAX_BODY",
     "AddBody",
     "KnowledgeBody",
@@ -50,6 +53,7 @@ __all__ = [
     "TaskBody",
     "TenantDep",
     "UpdateBody",
+    "api_key",
     "app_from_env",
     "create_app",
 ]
@@ -57,6 +61,9 @@ __all__ = [
 Scope = dict[str, str | None]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+#: Seconds a client has to send a request's whole body: a stalled upload would hold its
+#: buffer (up to the body limit) and a connection for as long as it stayed open.
+BODY_DEADLINE_S = 30.0
 
 
 class _Body(BaseModel):
@@ -136,10 +143,17 @@ _STATUS = (
 
 
 def create_app(
-    pool: TenantPool, keys: KeyRegistry, *, max_body_bytes: int = DEFAULT_MAX_BODY
+    pool: TenantPool,
+    keys: KeyRegistry,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    body_deadline_s: float = BODY_DEADLINE_S,
 ) -> FastAPI:
     """The ASGI app: every ``/v1`` route needs ``Authorization: Bearer <key>`` (or
-    ``X-API-Key``); the key selects the tenant and nothing outside it is reachable."""
+    ``X-API-Key``); the key selects the tenant and nothing outside it is reachable. A body
+    is read only for a valid key, up to ``max_body_bytes``, within ``body_deadline_s``."""
+    if not body_deadline_s > 0:  # NaN too
+        raise ConfigError(f"body_deadline_s: expected a positive number, got {body_deadline_s}")
     app = FastAPI(
         title="lightmem",
         version="0.1.0",
@@ -151,9 +165,7 @@ def create_app(
 
     @app.exception_handler(_Unauthorized)
     async def unauthorized(_: Request, __: Exception) -> JSONResponse:
-        return _error(
-            401, "Unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"}
-        )
+        return _error(401, "Unauthorized", _UNAUTHORIZED, dict(_CHALLENGE))
 
     @app.exception_handler(LightMemError)
     async def lightmem_error(_: Request, exc: Exception) -> JSONResponse:
@@ -321,7 +333,7 @@ def create_app(
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
-    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes, keys=keys, deadline_s=body_deadline_s)
     app.add_middleware(AccessLog)  # outermost: 413s and 401s are logged too
     return app
 
@@ -330,16 +342,24 @@ class _Unauthorized(Exception):
     pass
 
 
+_UNAUTHORIZED = "a valid API key is required"
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def api_key(authorization: str | None, x_api_key: str | None) -> str | None:
+    """The key a request presents: ``Authorization: Bearer <key>``, else ``X-API-Key``."""
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return x_api_key
+
+
 def _tenant(
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,
 ) -> Tenant:
     """The caller's tenant, from ``Authorization: Bearer <key>`` or ``X-API-Key``."""
-    key = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        key = authorization[7:].strip()
-    name = request.app.state.keys.tenant_for(key)
+    name = request.app.state.keys.tenant_for(api_key(authorization, x_api_key))
     if name is None:
         raise _Unauthorized()
     tenant: Tenant = request.app.state.pool.get(name)
@@ -368,60 +388,89 @@ def _error(
 
 
 class _BodyLimit:
-    """413 for bodies over ``max_bytes``, by Content-Length or while streaming."""
+    """413 for bodies over ``max_bytes``, by Content-Length or while streaming; 401 for a
+    ``/v1`` request without a valid key before any of its body is read (nothing is buffered
+    for a caller without a key); 408 for a body not sent within ``deadline_s``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, keys: KeyRegistry, deadline_s: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.keys = keys
+        self.deadline_s = deadline_s
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        if str(scope.get("path", "")).startswith("/v1/"):
+            key = api_key(_header(headers, b"authorization"), _header(headers, b"x-api-key"))
+            if await anyio.to_thread.run_sync(self.keys.tenant_for, key) is None:
+                await _send_error(send, 401, "Unauthorized", _UNAUTHORIZED, _CHALLENGE)
+                return
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await _send_413(send, self.max_bytes)
             return
         # Read the body first (at most max_bytes of it), then replay it to the app, so an
         # oversize chunked body is refused before any handler sees a byte of it.
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, receive, send)  # disconnect: let the app see it
-                return
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                await _send_413(send, self.max_bytes)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body = bytearray()
+        try:
+            with anyio.fail_after(self.deadline_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        await self.app(scope, receive, send)  # disconnect: let the app see it
+                        return
+                    body += message.get("body", b"")
+                    if len(body) > self.max_bytes:
+                        await _send_413(send, self.max_bytes)
+                        return
+                    if not message.get("more_body"):
+                        break
+        except TimeoutError:
+            message = f"body: not received within {self.deadline_s:g} s"
+            await _send_error(send, 408, "RequestTimeout", message)
+            return
         delivered = False
 
         async def replay() -> Any:
             nonlocal delivered
             if not delivered:
                 delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)
 
 
+def _header(headers: Mapping[bytes, bytes], name: bytes) -> str | None:
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
+
+
 async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
-    body = json.dumps(
-        {"error": {"type": "PayloadTooLarge", "message": f"body: larger than {limit} bytes"}}
-    ).encode()
+    await _send_error(send, 413, "PayloadTooLarge", f"body: larger than {limit} bytes")
+
+
+async def _send_error(
+    send: Callable[[Any], Awaitable[None]],
+    status: int,
+    kind: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """The ``{"error": {"type", "message"}}`` answer, sent before the app runs."""
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *extra,
             ],
         }
     )

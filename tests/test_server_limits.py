@@ -1,0 +1,89 @@
+"""What one connection can hold on the REST server: a request without a valid key is
+answered 401 before any of its body is read, and a body not sent in time is a 408, so a
+stalled upload pins neither a buffer nor a connection. Raw sockets against a real server on
+loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lightmem import ConfigError
+from lightmem.server.rest import create_app
+from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.testing.live_server import LiveServer
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, int, KeyRegistry]]:
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    try:
+        with LiveServer(create_app(pool, keys, body_deadline_s=0.5)) as url:
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            yield host, int(port), keys
+    finally:
+        keys.close()
+        pool.close()
+
+
+def _stalled_post(host: str, port: int, headers: str, declared: int, sent: bytes) -> bytes:
+    """Send a POST declaring ``declared`` body bytes but only ``sent``; the reply read
+    within 10 s (empty if the server is still waiting for the body)."""
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(
+            f"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"{headers}Content-Length: {declared}\r\n\r\n".encode()
+            + sent
+        )
+        try:
+            return s.recv(65536)
+        except TimeoutError:
+            return b""
+
+
+def _status_and_error(reply: bytes) -> tuple[int, dict[str, str]]:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)["error"]
+
+
+def test_no_body_is_read_for_a_request_without_a_valid_key(
+    served: tuple[str, int, KeyRegistry],
+) -> None:
+    host, port, _ = served
+    for headers in ("", "Authorization: Bearer lm_nope_nope\r\n", "X-API-Key: lm_x_y\r\n"):
+        # 8 MB declared, 1 KB sent: answered at once, not after the body (never sent).
+        reply = _stalled_post(host, port, headers, 8 * 1024 * 1024, b"a" * 1024)
+        status, error = _status_and_error(reply)
+        assert status == 401 and error["type"] == "Unauthorized", reply
+        assert b"www-authenticate: bearer" in reply.lower()
+
+
+def test_a_body_not_sent_in_time_is_a_408(served: tuple[str, int, KeyRegistry]) -> None:
+    host, port, keys = served
+    key = keys.create("acme")
+    reply = _stalled_post(host, port, f"X-API-Key: {key}\r\n", 1000, b'{"messages": [')
+    status, error = _status_and_error(reply)
+    assert status == 408 and error == {
+        "type": "RequestTimeout",
+        "message": "body: not received within 0.5 s",
+    }
+    whole = json.dumps({"messages": [{"content": "Ana likes tea."}]}).encode()
+    reply = _stalled_post(host, port, f"X-API-Key: {key}\r\n", len(whole), whole)
+    assert reply.split()[1] == b"200", reply  # a body sent in time is served
+
+
+def test_the_deadline_must_be_positive(tmp_path: Path) -> None:
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    try:
+        for bad in (0.0, -1.0, float("nan")):
+            with pytest.raises(ConfigError, match="body_deadline_s"):
+                create_app(pool, keys, body_deadline_s=bad)
+    finally:
+        keys.close()
+        pool.close()
