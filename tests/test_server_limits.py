@@ -87,3 +87,54 @@ def test_the_deadline_must_be_positive(tmp_path: Path) -> None:
     finally:
         keys.close()
         pool.close()
+
+
+def test_one_call_adds_at_most_max_messages_and_max_documents(tmp_path: Path) -> None:
+    from lightmem import InvalidInputError, LightMemory
+    from lightmem.fluxmem import FluxMemAgent
+    from lightmem.fluxmem.records import MAX_DOCUMENTS
+    from lightmem.pipeline.messages import MAX_CONTENT_CHARS, MAX_MESSAGES
+
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
+        many = [{"content": f"w{i}"} for i in range(MAX_MESSAGES + 1)]
+        with pytest.raises(InvalidInputError, match=rf"^messages: {MAX_MESSAGES + 1} in one"):
+            mem.add_memory(many)
+        assert mem.stats()["messages"] == 0  # refused whole, not added in part
+        assert mem.add_memory(many[:3]).messages_added == 3
+    with FluxMemAgent.open(tmp_path / "g.db") as agent:
+        with pytest.raises(InvalidInputError, match=r"^text_or_docs: 10001 documents"):
+            agent.add_knowledge([f"fact {i}" for i in range(MAX_DOCUMENTS + 1)])
+        with pytest.raises(InvalidInputError, match=r"^text_or_docs\[1\]\.text: longer than"):
+            agent.add_knowledge([{"text": "short"}, {"text": "x" * (MAX_CONTENT_CHARS + 1)}])
+        assert agent.stats()["semantic_nodes"] == 0
+
+
+def test_a_step_reports_at_most_max_step_items(tmp_path: Path) -> None:
+    from lightmem import InvalidInputError
+    from lightmem.server import service
+    from lightmem.server.service import MAX_STEP_ITEMS
+
+    pool = TenantPool(tmp_path / "data")
+    try:
+        tenant = pool.get("acme")
+        started = service.start_task(tenant, "Make tea.", 2)
+        too_many = [f"step {i}" for i in range(MAX_STEP_ITEMS + 1)]
+        with pytest.raises(InvalidInputError, match=r"^actions: 1001 items, at most 1000"):
+            service.record_step(
+                tenant, started["session_id"], result=None, success=True, actions=too_many
+            )
+        feedback = {"kind": "missing", "steps": too_many}
+        with pytest.raises(InvalidInputError, match=r"^feedback\.steps: 1001 items"):
+            service.record_step(
+                tenant, started["session_id"], result=None, success=False, feedback=feedback
+            )
+        with pytest.raises(InvalidInputError, match=r"^feedback\.steps: expected a list"):
+            service.record_step(
+                tenant,
+                started["session_id"],
+                result=None,
+                success=False,
+                feedback={"kind": "missing", "steps": 5},
+            )
+    finally:
+        pool.close()

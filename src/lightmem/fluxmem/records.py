@@ -8,9 +8,14 @@ from typing import Any
 
 from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.types import Repair, StepResult, Subgraph
+from lightmem.pipeline.messages import MAX_CONTENT_CHARS
 from lightmem.sanitize import check_text
 
-__all__ = ["Crash", "attempt_record", "documents", "repair_record"]
+__all__ = ["MAX_DOCUMENTS", "Crash", "attempt_record", "documents", "repair_record"]
+
+#: Documents in one ``add_knowledge`` call (each becomes one or more nodes); each document
+#: holds at most :data:`~lightmem.pipeline.messages.MAX_CONTENT_CHARS` characters.
+MAX_DOCUMENTS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,7 @@ def documents(
     if not isinstance(source, str):
         raise InvalidInputError("source: expected a string")
     if isinstance(raw, str):
-        check_text(raw, "text_or_docs")
+        _check_text(raw, "text_or_docs")
         if not raw.strip():
             raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
         return [(raw, source)]
@@ -66,6 +71,11 @@ def documents(
         raise InvalidInputError("text_or_docs: expected text, a list of texts or of dicts")
     if not raw:
         raise InvalidInputError("text_or_docs: no text to add (empty knowledge)")
+    if len(raw) > MAX_DOCUMENTS:
+        raise InvalidInputError(
+            f"text_or_docs: {len(raw)} documents in one call, at most {MAX_DOCUMENTS}; "
+            "add them in several calls"
+        )
     out = []
     for i, d in enumerate(raw):
         where = f"text_or_docs[{i}]"
@@ -87,11 +97,17 @@ def documents(
             where += ".text"
         else:
             raise InvalidInputError(f"{where}: expected a string or {{'text': ...}}")
-        check_text(text, where)
+        _check_text(text, where)
         if not text.strip():
             raise InvalidInputError(f"{where}: no text (every document must have some)")
         out.append((text, src))
     return out
+
+
+def _check_text(text: str, where: str) -> None:
+    check_text(text, where)
+    if len(text) > MAX_CONTENT_CHARS:
+        raise InvalidInputError(f"{where}: longer than {MAX_CONTENT_CHARS} characters")
 
 
 def _tname(value: object) -> str:

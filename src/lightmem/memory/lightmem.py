@@ -35,7 +35,7 @@ from lightmem.pipeline.compress import (
 )
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.ingest import IngestResult
-from lightmem.pipeline.messages import normalize_messages
+from lightmem.pipeline.messages import MAX_MESSAGES, normalize_messages
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.retrieve import Retriever, format_context
 from lightmem.pipeline.summarize import (
@@ -180,7 +180,7 @@ class LightMemory:
         for name, flag in (("force_segment", force_segment), ("force_extract", force_extract)):
             if not isinstance(flag, bool):
                 raise InvalidInputError(f"{name}: expected a boolean")
-        msgs = normalize_messages(messages)
+        msgs = normalize_messages(messages, limit=MAX_MESSAGES)
         result = self._ingestor.add(
             scope, msgs, force_segment=force_segment, force_extract=force_extract
         )

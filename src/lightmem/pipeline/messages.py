@@ -13,7 +13,14 @@ from lightmem.sanitize import check_text, check_value
 from lightmem.timeparse import parse_timestamp
 from lightmem.types import Message
 
-__all__ = ["MAX_CONTENT_CHARS", "MAX_FIELD_CHARS", "assign_ids", "derived_id", "normalize_messages"]
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_FIELD_CHARS",
+    "MAX_MESSAGES",
+    "assign_ids",
+    "derived_id",
+    "normalize_messages",
+]
 
 _ALIASES = {
     "time_stamp": "timestamp",
@@ -35,6 +42,9 @@ _KNOWN = {
 #: The roles ``messages_use`` selects by (memory/params.py), spelled exactly so.
 _UNDERSTOOD_ROLES = ("user", "assistant")
 MAX_CONTENT_CHARS = 1_000_000
+#: Messages in one ``add_memory`` call: each costs far more memory in the pipeline than its
+#: bytes (40,000 short ones in one REST request peaked at +490 MB); send more calls.
+MAX_MESSAGES = 10_000
 #: Ids, roles and speaker names are interpolated into every prompt line of their turn.
 MAX_FIELD_CHARS = 1_000
 
@@ -43,8 +53,10 @@ def normalize_messages(
     messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     *,
     default_timestamp: object | None = None,
+    limit: int | None = None,
 ) -> list[Message]:
-    """Validate and normalise one message or a list of them.
+    """Validate and normalise one message or a list of them (at most ``limit``: more is an
+    :class:`InvalidInputError`, not a partial add).
 
     Keys: ``content`` (or ``text``), ``role`` (default "user"), ``timestamp`` (or
     ``time_stamp``), ``id`` (or ``dia_id``), ``speaker_id``, ``speaker_name`` (or ``speaker``),
@@ -61,9 +73,14 @@ def normalize_messages(
     same turn at the same position of two calls is one message. A conversation sent in
     several calls keeps its repeats apart with :func:`assign_ids` over the whole of it.
     """
+    items = _items(messages)
+    if limit is not None and len(items) > limit:
+        raise InvalidInputError(
+            f"messages: {len(items)} in one call, at most {limit}; send them in several calls"
+        )
     out: list[Message] = []
     seen: set[str] = set()
-    for i, raw in enumerate(_items(messages)):
+    for i, raw in enumerate(items):
         msg = _one(raw, f"messages[{i}]", default_timestamp)
         if not msg.id:
             msg = replace(msg, id=derived_id(msg, i))

@@ -24,6 +24,7 @@ from lightmem.sanitize import check_value
 from lightmem.server.tenancy import Tenant
 
 __all__ = [
+    "MAX_STEP_ITEMS",
     "add_knowledge",
     "add_memory",
     "as_of_time",
@@ -244,8 +245,7 @@ def record_step(
     applied twice (see :mod:`lightmem.fluxmem.session`)."""
     if not isinstance(success, bool):
         raise InvalidInputError("success: expected a boolean")
-    if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
-        raise InvalidInputError("actions: expected a list of strings")
+    actions = _strings("actions", actions)
     check_value(list(actions), "actions")
     check_value(result, "result", strict=False)
     check_value(feedback, "feedback", strict=False)
@@ -334,11 +334,7 @@ def _feedback(raw: object) -> str | Feedback | None:
         raise InvalidInputError(
             f"feedback.kind: must be one of {', '.join(map(repr, FAILURE_KINDS))}"
         )
-    steps = raw.get("steps")
-    if steps is None:
-        steps = ()
-    elif not isinstance(steps, list | tuple) or not all(isinstance(s, str) for s in steps):
-        raise InvalidInputError(f"feedback.steps: expected a list of strings, got {steps!r:.80}")
+    steps = _strings("feedback.steps", raw.get("steps") or ())
     node_id = raw.get("node_id")
     if node_id is not None and not isinstance(node_id, str):
         raise InvalidInputError(f"feedback.node_id: expected a string, got {node_id!r:.80}")
@@ -356,3 +352,16 @@ def _outcome(o: Any) -> dict[str, Any]:
         "repairs": [{"op": r.op, "node_id": r.node_id, "detail": r.detail} for r in o.repairs],
         "error": o.error,
     }
+
+
+#: Actions of a step, or steps named by its feedback: a step reports what one attempt did.
+MAX_STEP_ITEMS = 1_000
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    """``value`` as a tuple of strings (a list or tuple of at most :data:`MAX_STEP_ITEMS`)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+        raise InvalidInputError(f"{name}: expected a list of strings, got {value!r:.80}")
+    if len(value) > MAX_STEP_ITEMS:
+        raise InvalidInputError(f"{name}: {len(value)} items, at most {MAX_STEP_ITEMS}")
+    return tuple(value)
