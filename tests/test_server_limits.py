@@ -138,3 +138,21 @@ def test_a_step_reports_at_most_max_step_items(tmp_path: Path) -> None:
             )
     finally:
         pool.close()
+
+
+def test_a_path_cannot_forge_an_access_log_line(
+    served: tuple[str, int, KeyRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    from lightmem.server.access_log import ACCESS_LOGGER
+
+    host, port, _ = served
+    forged = "/v1/memories/x%20200%201.0ms%0A12:00:01%20DELETE%20/v1/purge%20200%203.1ms%1B[2J"
+    with caplog.at_level("INFO", logger=ACCESS_LOGGER), socket.create_connection((host, port)) as s:
+        s.sendall(f"GET {forged}{'a' * 500} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert s.recv(65536).split()[1] == b"401"
+    lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
+    assert len(lines) == 1 and "\n" not in lines[0] and "\x1b" not in lines[0]
+    assert (
+        lines[0].startswith("GET /v1/memories/x%20200%201.0ms%0A12:00:01") and " 401 " in lines[0]
+    )
+    assert len(lines[0]) < 260  # the path is cut to 200 characters

@@ -11,7 +11,16 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["ACCESS_LOGGER", "ASGIApp", "AccessLog", "Receive", "Send", "log_config"]
+__all__ = [
+    "ACCESS_LOGGER",
+    "MAX_LOGGED_PATH",
+    "ASGIApp",
+    "AccessLog",
+    "Receive",
+    "Send",
+    "log_config",
+    "logged_path",
+]
 
 ACCESS_LOGGER = "lightmem.access"
 
@@ -44,7 +53,21 @@ class AccessLog:
             await self.app(scope, receive, send_status)
         finally:
             ms = (time.perf_counter() - start) * 1000
-            self.log.info("%s %s %d %.1fms", scope["method"], scope["path"], status, ms)
+            self.log.info("%s %s %d %.1fms", scope["method"], logged_path(scope), status, ms)
+
+
+#: Characters of a request path written to the access log.
+MAX_LOGGED_PATH = 200
+
+
+def logged_path(scope: MutableMapping[str, Any]) -> str:
+    """The request path as it came on the wire (still percent-encoded: a ``%0A`` in it
+    cannot start a forged log line, nor ``%1B`` reach the operator's terminal), any byte
+    outside printable ASCII escaped, cut to :data:`MAX_LOGGED_PATH` characters."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
+    safe = "".join(c if " " < c < "\x7f" else f"%{ord(c):02X}" for c in path)
+    return safe if len(safe) <= MAX_LOGGED_PATH else safe[:MAX_LOGGED_PATH] + "..."
 
 
 def log_config(access: bool) -> dict[str, Any]:
