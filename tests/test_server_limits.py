@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lightmem import ConfigError
+from lightmem import ConfigError, InvalidInputError
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import KeyRegistry, TenantPool
 from lightmem.testing.live_server import LiveServer
@@ -40,10 +40,33 @@ def _stalled_post(host: str, port: int, headers: str, declared: int, sent: bytes
             f"{headers}Content-Length: {declared}\r\n\r\n".encode()
             + sent
         )
-        try:
-            return s.recv(65536)
-        except TimeoutError:
-            return b""
+        return _response(s)
+
+
+def _response(s: socket.socket) -> bytes:
+    """One whole HTTP response (head and its Content-Length of body, which may come in
+    several packets), or what came before 10 s passed."""
+    data = b""
+    try:
+        while True:
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                if len(body) >= length:
+                    return data
+            chunk = s.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    except TimeoutError:
+        return data
 
 
 def _status_and_error(reply: bytes) -> tuple[int, dict[str, str]]:
@@ -149,10 +172,41 @@ def test_a_path_cannot_forge_an_access_log_line(
     forged = "/v1/memories/x%20200%201.0ms%0A12:00:01%20DELETE%20/v1/purge%20200%203.1ms%1B[2J"
     with caplog.at_level("INFO", logger=ACCESS_LOGGER), socket.create_connection((host, port)) as s:
         s.sendall(f"GET {forged}{'a' * 500} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        assert s.recv(65536).split()[1] == b"401"
+        s.settimeout(10)
+        assert _response(s).split()[1] == b"401"
     lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
     assert len(lines) == 1 and "\n" not in lines[0] and "\x1b" not in lines[0]
     assert (
         lines[0].startswith("GET /v1/memories/x%20200%201.0ms%0A12:00:01") and " 401 " in lines[0]
     )
     assert len(lines[0]) < 260  # the path is cut to 200 characters
+
+
+def test_a_server_failure_names_no_file_to_the_client_and_is_logged(
+    served: tuple[str, int, KeyRegistry],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import httpx
+
+    from lightmem import StoreError
+    from lightmem.server import service
+
+    host, port, keys = served
+    key = keys.create("acme")
+
+    def failing(*_args: object, **_kwargs: object) -> None:
+        raise StoreError("store '/srv/lightmem/tenants/acme.db': disk I/O error")
+
+    monkeypatch.setattr(service, "stats", failing)
+    with caplog.at_level("ERROR", logger="lightmem.server"):
+        reply = httpx.get(f"http://{host}:{port}/v1/stats", headers={"X-API-Key": key})
+    error = reply.json()["error"]
+    assert reply.status_code == 503 and error["type"] == "StoreError"
+    assert "/srv" not in error["message"] and "acme.db" not in error["message"]
+    ref = error["message"].rsplit("ref ", 1)[1].rstrip(")")
+    logged = [r.getMessage() for r in caplog.records if r.name == "lightmem.server"]
+    assert any(ref in m and "/srv/lightmem/tenants/acme.db" in m for m in logged)
+    # An error about the request itself is answered as it is.
+    kind, message = service.public_error(InvalidInputError("limit: must be at least 1"))
+    assert (kind, message) == ("InvalidInputError", "limit: must be at least 1")

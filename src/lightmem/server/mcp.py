@@ -77,7 +77,8 @@ def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except LightMemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            kind, message = service.public_error(exc)
+            raise ToolError(f"{kind}: {message}") from exc
 
     functools.update_wrapper(wrapper, fn)
     return wrapper

@@ -169,8 +169,9 @@ def create_app(
 
     @app.exception_handler(LightMemError)
     async def lightmem_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, LightMemError)
         status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
-        return _error(status, type(exc).__name__, str(exc))
+        return _error(status, *service.public_error(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: Exception) -> JSONResponse:

@@ -6,11 +6,13 @@ plain JSON-able data; validation errors are the library's own ``LightMemError``s
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lightmem.errors import InvalidInputError
+from lightmem.errors import BackendError, InvalidInputError, LightMemError, StoreError
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.session import TaskSession
 from lightmem.fluxmem.types import (
@@ -36,6 +38,7 @@ __all__ = [
     "list_memories",
     "memory_history",
     "offline_update",
+    "public_error",
     "purge",
     "purge_graph",
     "record_step",
@@ -365,3 +368,20 @@ def _strings(name: str, value: object) -> tuple[str, ...]:
     if len(value) > MAX_STEP_ITEMS:
         raise InvalidInputError(f"{name}: {len(value)} items, at most {MAX_STEP_ITEMS}")
     return tuple(value)
+
+
+log = logging.getLogger("lightmem.server")
+
+
+def public_error(exc: LightMemError) -> tuple[str, str]:
+    """The ``(type, message)`` a client is answered for ``exc``. A store or backend
+    failure is the server's: its message names files, schemas or endpoints, so the client
+    is told what failed and a reference, and the whole error goes to the server's log under
+    that reference. Any other error is about the request and is answered as it is."""
+    kind = type(exc).__name__
+    if not isinstance(exc, StoreError | BackendError):
+        return kind, str(exc)
+    ref = uuid.uuid4().hex[:12]
+    log.error("%s (ref %s): %s", kind, ref, exc, exc_info=exc)
+    what = "the store" if isinstance(exc, StoreError) else "a model backend"
+    return kind, f"{what} failed on the server; retry later (logged as ref {ref})"
