@@ -133,7 +133,7 @@ def make_task(
 
 _FACT = re.compile(r"<fact [^>]*>(.*?)</fact>", re.S)
 _SKILL = re.compile(r"<skill [^>]*>(.*?)</skill>", re.S)
-_STEP = re.compile(r"\d+\.\s+(.*?)(?=\s+\d+\.\s+|$)", re.S)
+_STEP = re.compile(r"<step>(.*?)</step>", re.S)
 
 
 class SimulatedAnalyst:

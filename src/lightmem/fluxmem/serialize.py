@@ -15,10 +15,18 @@ def _text(text: str, quote: bool = True) -> str:
     return _html_escape(inline(text), quote=quote)
 
 
+def _steps(steps: object) -> str:
+    """Each step its own element: a step's text holding "; " or " 2. " is one step, so a
+    stored step cannot forge others."""
+    items = steps if isinstance(steps, list | tuple) else []
+    return "".join(f"<step>{_text(str(x), quote=True)}</step>" for x in items)
+
+
 def serialize(sub: Subgraph) -> str:
     """Memory content is data: ``<``, ``>``, ``&`` and quotes are escaped and line breaks
     flattened, so stored text cannot close a block, open a fake one, inject attributes or
-    start a line of its own."""
+    start a line of its own; an episode's task and every step of an episode or a skill are
+    elements of their own, so no text can pass for another part."""
     out = ["<semantic_memory>"]
     for s in sub.semantic:
         src = _text(str(s.node.data.get("source", "")), quote=True)
@@ -30,18 +38,15 @@ def serialize(sub: Subgraph) -> str:
     out.append("<episodic_memory>")
     for s in sub.episodic:
         d = s.node.data
-        steps = "; ".join(str(x) for x in d.get("trajectory", []))
         out.append(
             f'  <episode id="{_text(s.node.id)}" success="{str(bool(d.get("success"))).lower()}" '
-            f'similarity="{s.score:.3f}">task: {_text(str(d.get("task", "")), quote=True)}'
-            f"{' | steps: ' + _text(steps, quote=True) if steps else ''}</episode>"
+            f'similarity="{s.score:.3f}"><task>{_text(str(d.get("task", "")), quote=True)}'
+            f"</task>{_steps(d.get('trajectory', []))}</episode>"
         )
     out.append("</episodic_memory>")
     out.append("<procedural_memory>")
     for s in sub.procedural:
-        skill_steps = s.node.steps
-        body = " ".join(f"{i}. {_text(t, quote=True)}" for i, t in enumerate(skill_steps, 1))
         head = f'  <skill id="{_text(s.node.id)}" version="{s.node.version}">'
-        out.append(f"{head}{body or _text(s.node.text)}</skill>")
+        out.append(f"{head}{_steps(list(s.node.steps)) or _text(s.node.text)}</skill>")
     out.append("</procedural_memory>")
     return "\n".join(out)
