@@ -210,3 +210,29 @@ def test_a_server_failure_names_no_file_to_the_client_and_is_logged(
     # An error about the request itself is answered as it is.
     kind, message = service.public_error(InvalidInputError("limit: must be at least 1"))
     assert (kind, message) == ("InvalidInputError", "limit: must be at least 1")
+
+
+def test_starlettes_own_errors_come_in_the_documented_shape(
+    served: tuple[str, int, KeyRegistry],
+) -> None:
+    import httpx
+
+    host, port, keys = served
+    key = keys.create("acme")
+    with httpx.Client(base_url=f"http://{host}:{port}", headers={"X-API-Key": key}) as c:
+        missing = c.get("/v1/nothing-here")
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "NotFound"
+        wrong = c.put("/v1/stats")
+        assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "MethodNotAllowed"
+        bad = c.post(
+            "/v1/memories",
+            content=b"\xff\xfe not utf-8",
+            headers={"Content-Type": "application/json"},
+        )
+        assert bad.status_code == 422 and bad.json()["error"]["type"] == "InvalidInputError"
+        deep = c.post(
+            "/v1/memories",
+            content=b"[" * 5000 + b"]" * 5000,
+            headers={"Content-Type": "application/json"},
+        )
+        assert deep.status_code == 422 and deep.json()["error"]["message"].startswith("body")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from http import HTTPStatus
 from importlib import resources
 from typing import Annotated, Any
 
@@ -15,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lightmem.errors import (
     BackendError,
@@ -172,6 +174,16 @@ def create_app(
         assert isinstance(exc, LightMemError)
         status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
         return _error(status, *service.public_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        # Starlette's own answers (unknown route, wrong method, a body it cannot parse) in
+        # the documented shape; a body that is not JSON is invalid input, as elsewhere.
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            return _error(422, "InvalidInputError", f"body: {exc.detail}")
+        kind = HTTPStatus(exc.status_code).phrase.replace(" ", "")
+        return _error(exc.status_code, kind, str(exc.detail), dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: Exception) -> JSONResponse:
