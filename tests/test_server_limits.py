@@ -236,3 +236,21 @@ def test_starlettes_own_errors_come_in_the_documented_shape(
             headers={"Content-Type": "application/json"},
         )
         assert deep.status_code == 422 and deep.json()["error"]["message"].startswith("body")
+
+
+def test_errors_name_the_apis_fields(tmp_path: Path) -> None:
+    from lightmem.server import service
+
+    pool = TenantPool(tmp_path / "data")
+    try:
+        tenant = pool.get("acme")
+        with pytest.raises(InvalidInputError, match=r"^task: must not be empty"):
+            service.start_task(tenant, "  ")
+        with pytest.raises(InvalidInputError, match=r"^task: must not be empty"):
+            service.show_subgraph(tenant, "")
+        with pytest.raises(InvalidInputError, match=r"^docs\[1\]: no text"):
+            service.add_knowledge(tenant, ["Tea is hot.", "   "])
+        with pytest.raises(InvalidInputError, match=r"^source: "):
+            service.add_knowledge(tenant, ["Tea is hot."], source=5)  # type: ignore[arg-type]
+    finally:
+        pool.close()

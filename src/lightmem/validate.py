@@ -108,14 +108,16 @@ def filters(raw: Mapping[str, Any] | None) -> Filters:
     return f
 
 
-def query(value: object) -> str:
+def query(value: object, name: str = "query") -> str:
+    """A search text (a query, a FluxMem task): a non-blank string of at most
+    :data:`MAX_QUERY_CHARS`, errors naming ``name``."""
     if not isinstance(value, str):
-        raise InvalidInputError(f"query: expected a string, got {type(value).__name__}")
+        raise InvalidInputError(f"{name}: expected a string, got {type(value).__name__}")
     if not value.strip():
-        raise InvalidInputError("query: must not be empty")
+        raise InvalidInputError(f"{name}: must not be empty")
     if len(value) > MAX_QUERY_CHARS:
-        raise InvalidInputError(f"query: longer than {MAX_QUERY_CHARS} characters")
-    check_text(value, "query")
+        raise InvalidInputError(f"{name}: longer than {MAX_QUERY_CHARS} characters")
+    check_text(value, name)
     return value
 
 

@@ -199,7 +199,7 @@ class FluxMemAgent:
     # -- Stage I ----------------------------------------------------------------------------
     def subgraph(self, task: str) -> Subgraph:
         """What Stage I would give ``execute_fn`` for ``task`` (for inspection)."""
-        return self._stage1.build(validate.query(task), self.scope)
+        return self._stage1.build(validate.query(task, "task"), self.scope)
 
     def context(self, task: str) -> str:
         return serialize(self.subgraph(task))
@@ -209,7 +209,7 @@ class FluxMemAgent:
         self, task: str, execute_fn: Callable[[str], StepResult], *, max_rounds: int | None = None
     ) -> TaskOutcome:
         """Run ``execute_fn(context)`` until it succeeds or the refinement rounds run out."""
-        state = self._flow.begin(validate.query(task), self.scope, max_rounds)
+        state = self._flow.begin(validate.query(task, "task"), self.scope, max_rounds)
         while state.outcome is None:
             try:
                 reply: object = execute_fn(state.context)
@@ -224,7 +224,7 @@ class FluxMemAgent:
         """Async :meth:`run_task` (``execute_fn`` may be sync or async); graph work runs in a
         worker thread so the event loop stays free."""
         state = await asyncio.to_thread(
-            self._flow.begin, validate.query(task), self.scope, max_rounds
+            self._flow.begin, validate.query(task, "task"), self.scope, max_rounds
         )
         while state.outcome is None:
             try:
@@ -241,7 +241,7 @@ class FluxMemAgent:
         The session is kept in the store (see :mod:`lightmem.fluxmem.session`): at most
         ``MAX_OPEN_SESSIONS`` open per store, each expiring ``SESSION_TTL_S`` s after its
         last step."""
-        return self._sessions.start(validate.query(task), max_rounds)
+        return self._sessions.start(validate.query(task, "task"), max_rounds)
 
     def resume_task(self, session_id: str) -> TaskSession:
         """The task session ``session_id`` started by any agent on this store (in this

@@ -222,7 +222,14 @@ def stats(t: Tenant, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def add_knowledge(t: Tenant, docs: Any, source: str = "") -> dict[str, Any]:
     check_value(docs, "docs", strict=False)
     check_value(source, "source", strict=False)
-    return {"ids": t.agent.add_knowledge(docs, source=source)}
+    try:
+        return {"ids": t.agent.add_knowledge(docs, source=source)}
+    except InvalidInputError as exc:
+        # The library names its parameter text_or_docs; the API's field is docs.
+        library = "text_or_docs"
+        if not str(exc).startswith(library):
+            raise
+        raise InvalidInputError("docs" + str(exc)[len(library) :]) from exc
 
 
 def start_task(t: Tenant, task: str, max_rounds: int | None = None) -> dict[str, Any]:
