@@ -224,7 +224,7 @@ def test_bad_input(agent: FluxMemAgent) -> None:
         agent.add_knowledge("   \n\n  ")
     with pytest.raises(InvalidInputError, match=r"text_or_docs\[0\]"):
         agent.add_knowledge([42])  # type: ignore[arg-type]  # a non-str on purpose
-    with pytest.raises(InvalidInputError, match="^task: "):
+    with pytest.raises(InvalidInputError, match=r"^task: "):
         agent.subgraph("")
     with pytest.raises(InvalidInputError, match="max_rounds"):
         agent.run_task("task", lambda c: StepResult(1), max_rounds=-1)

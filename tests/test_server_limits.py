@@ -14,7 +14,7 @@ import pytest
 
 from lightmem import ConfigError, InvalidInputError
 from lightmem.server.rest import create_app
-from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.server.tenancy import KeyRegistry, Tenant, TenantPool
 from lightmem.testing.live_server import LiveServer
 
 
@@ -254,3 +254,55 @@ def test_errors_name_the_apis_fields(tmp_path: Path) -> None:
             service.add_knowledge(tenant, ["Tea is hot."], source=5)  # type: ignore[arg-type]
     finally:
         pool.close()
+
+
+def test_one_tenant_cannot_hold_every_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import httpx
+
+    from lightmem.server import service
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    inside = threading.Semaphore(0)
+    release = threading.Event()
+    real_stats = service.stats
+
+    def slow_for_acme(t: Tenant, *args: object, **kwargs: object) -> dict[str, object]:
+        if t.name == "acme":
+            inside.release()
+            release.wait(30)
+        return real_stats(t, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service, "stats", slow_for_acme)
+    acme, beta = keys.create("acme"), keys.create("beta")
+    try:
+        with LiveServer(create_app(pool, keys, max_in_flight=2)) as url:
+
+            def get(key: str) -> httpx.Response:
+                return httpx.get(f"{url}/v1/stats", headers={"X-API-Key": key}, timeout=30)
+
+            replies: list[httpx.Response] = []
+            waiting = [threading.Thread(target=lambda: replies.append(get(acme))) for _ in range(2)]
+            for w in waiting:
+                w.start()
+            for _ in waiting:
+                assert inside.acquire(timeout=30)  # both acme requests are being served
+            third = get(acme)
+            assert third.status_code == 429 and third.headers["retry-after"] == "1"
+            assert third.json()["error"]["type"] == "TooManyRequests"
+            assert get(beta).status_code == 200  # another tenant is served meanwhile
+            release.set()
+            for w in waiting:
+                w.join(30)
+            assert [r.status_code for r in replies] == [200, 200]
+            assert get(acme).status_code == 200  # its slots are free again
+    finally:
+        release.set()
+        keys.close()
+        pool.close()
+    with pytest.raises(ConfigError, match="max_in_flight"):
+        create_app(pool, keys, max_in_flight=0)
