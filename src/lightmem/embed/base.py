@@ -100,7 +100,14 @@ class Embedder(ABC):
         another ledger, e.g. per tenant."""
         twin = copy.copy(self)  # shallow: the LazyModel holders (and clients) are shared
         twin.ledger = ledger
+        twin._own_caches()
         return twin
+
+    def _own_caches(self) -> None:
+        """Give a :meth:`with_ledger` twin its own caches of what was embedded (none here):
+        a cache shared by tenants would let one time its embeddings to learn what another
+        embedded lately."""
+        return None
 
     @abstractmethod
     def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.floating]:

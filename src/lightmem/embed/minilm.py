@@ -85,6 +85,10 @@ class MiniLMEmbedder(Embedder):
         self._lock = threading.Lock()  # guards the line cache
         self._weights: LazyModel[tuple[BertEncoder, Any]] = LazyModel(self._load)
 
+    def _own_caches(self) -> None:
+        self._cache = OrderedDict()
+        self._lock = threading.Lock()
+
     def _load(self) -> tuple[BertEncoder, Any]:
         """The encoder and the BLAS thread-pool controller it runs under."""
         try:
