@@ -125,3 +125,20 @@ def test_window_summaries_read_every_entry_despite_a_concurrent_delete(
         page=2,
     )
     assert sorted(summarizer.seen) == sorted(order)  # the deleted one was read before
+
+
+def test_the_newest_graph_nodes_are_read_as_such(store: MemoryStore) -> None:
+    from lightmem.types import Node
+
+    store.bind_embedder("test", DIM)
+    graph = store.graph()
+    for i in range(6):
+        vec = np.zeros(DIM, dtype=np.float32)
+        vec[i % DIM] = 1.0
+        graph.add_node(Node(f"n{i}", "semantic", f"fact {i}"), vec, "test")
+    scope = Scope()
+    assert [n.id for n in graph.nodes("semantic", scope, 2)] == ["n0", "n1"]
+    assert [n.id for n in graph.nodes("semantic", scope, 2, newest=True)] == ["n4", "n5"]
+    assert [n.id for n in graph.nodes("semantic", scope, 10, newest=True)] == [
+        f"n{i}" for i in range(6)
+    ]

@@ -308,7 +308,7 @@ def graph(t: Tenant, limit: int = 500) -> dict[str, Any]:
     nodes = [
         n
         for kind in ("semantic", "episodic", "procedural")
-        for n in t.agent.graph.nodes(kind, scope)[-limit:]
+        for n in t.agent.graph.nodes(kind, scope, limit, newest=True)
     ]
     ids = [n.id for n in nodes]
     edges = t.agent.graph.edges(src=ids, dst=ids)

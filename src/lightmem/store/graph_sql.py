@@ -141,15 +141,19 @@ class SQLGraphStore:
                     out[n.id] = n
         return out
 
-    def nodes(self, kind: NodeKind, scope: Scope, limit: int = 1_000_000) -> list[Node]:
+    def nodes(
+        self, kind: NodeKind, scope: Scope, limit: int = 1_000_000, newest: bool = False
+    ) -> list[Node]:
         where, params = scope_sql(self.db.dialect, scope)
+        order = "DESC" if newest else "ASC"
         with self.db.read() as s:
             rows = s.execute(
                 s.sql(f"SELECT {NODE_COLS} FROM graph_nodes WHERE kind = ? AND ")
-                + f"{where} ORDER BY rid LIMIT {self.db.dialect.placeholder}",
+                + f"{where} ORDER BY rid {order} LIMIT {self.db.dialect.placeholder}",
                 (kind, *params, limit),
             ).fetchall()
-        return [node_from_row(r) for r in rows]
+        found = [node_from_row(r) for r in rows]
+        return found[::-1] if newest else found
 
     # -- edges ------------------------------------------------------------------------------
     def add_edge(self, edge: Edge, reason: str) -> None:
