@@ -453,9 +453,24 @@ def test_fluxmem_context_cannot_be_forged() -> None:
     lines = serialize(sub).splitlines()
     assert len(lines) == 9, lines
     tags = ("<semantic_memory>", "<episodic_memory>", "<procedural_memory>")
+    # The only markup is the serializer's own tags; every "<" or ">" of stored text is escaped.
+    own = re.compile(
+        r"</?(?:semantic_memory|episodic_memory|procedural_memory|task|step|fact|episode|skill)"
+        r'(?: (?:id|score|source|success|similarity|version)="[^"<>]*")*>'
+    )
     for ln in lines:
         assert ln.startswith(("  <fact ", "  <episode ", "  <skill ", "</", *tags)), ln
-        assert ln.count("<") == (1 if not ln.startswith("  ") else 2), ln
+        rest = own.sub("", ln)
+        assert "<" not in rest and ">" not in rest, ln
+    # As many tags as the serializer writes: none came from the stored text.
+    tags_per_line = {
+        "  <fact ": 2,  # <fact ...>...</fact>
+        "  <episode ": 6,  # <episode ...><task>...</task><step>...</step></episode>
+        "  <skill ": 6,  # <skill ...><step>...</step><step>...</step></skill>
+    }
+    for start, n in tags_per_line.items():
+        line = next(ln for ln in lines if ln.startswith(start))
+        assert len(own.findall(line)) == n, line
 
 
 # -- small ones (item 9) --------------------------------------------------------------------
