@@ -144,6 +144,22 @@ def mem_store() -> Iterator[SQLiteStore]:
 
 # Hypothesis: quick by default; `HYPOTHESIS_PROFILE=long make test` (or pytest) runs the
 # 10,000-examples-per-entry-point campaign.
+
+
+def stand_in_llmlingua(monkeypatch: pytest.MonkeyPatch, folder: Path, compressor: type) -> Path:
+    """Install ``compressor`` as ``llmlingua.PromptCompressor`` (the real package needs hub
+    downloads) and return an empty model folder under ``folder`` for the config to name."""
+    import sys
+    import types
+
+    module = types.ModuleType("llmlingua")
+    module.PromptCompressor = compressor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "llmlingua", module)
+    model = folder / "llmlingua-2-model"
+    model.mkdir()
+    return model
+
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(

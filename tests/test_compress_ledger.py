@@ -4,13 +4,12 @@ stand-in ``llmlingua`` module (the interface lightmem calls) plays the model her
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import stand_in_llmlingua
 from lightmem import BackendError, LightMemory
 
 
@@ -28,12 +27,7 @@ class _PromptCompressor:
 
 @pytest.fixture
 def llmlingua(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    module = types.ModuleType("llmlingua")
-    module.PromptCompressor = _PromptCompressor  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "llmlingua", module)
-    folder = tmp_path / "llmlingua-2-model"
-    folder.mkdir()
-    return folder
+    return stand_in_llmlingua(monkeypatch, tmp_path, _PromptCompressor)
 
 
 def test_every_compression_is_a_call_in_the_memorys_ledger(llmlingua: Path, tmp_path: Path) -> None:

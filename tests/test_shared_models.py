@@ -4,16 +4,15 @@ interface lightmem calls) plays the model, counting its loads and its concurrent
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from conftest import stand_in_llmlingua
 from lightmem import ConfigError, Ledger, LightMemory
 from lightmem.pipeline.compress import LLMLingua2Compressor
 from lightmem.server.tenancy import TenantPool
@@ -44,14 +43,9 @@ class _Model:
 
 @pytest.fixture
 def model_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    module = types.ModuleType("llmlingua")
-    module.PromptCompressor = _Model  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "llmlingua", module)
     monkeypatch.setattr(_Model, "loads", [])
     monkeypatch.setattr(_Model, "most_at_once", 0)
-    folder = tmp_path / "llmlingua-2-model"
-    folder.mkdir()
-    return folder
+    return stand_in_llmlingua(monkeypatch, tmp_path, _Model)
 
 
 def _config(model_dir: Path) -> dict[str, Any]:
