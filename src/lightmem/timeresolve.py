@@ -57,6 +57,7 @@ __all__ = [
     "Resolved",
     "Rule",
     "find_times",
+    "iter_times",
     "resolve",
     "said_label",
 ]
@@ -423,7 +424,7 @@ def _year(m: re.Match[str], _anchor: date | None) -> Resolved | None:
 
 def _absolute(text: str) -> TimeSpan | None:
     """The day a :data:`DATE` names."""
-    return next((x.span for x in _mentions(text, None) if isinstance(x.span, TimeSpan)), None)
+    return next((x.span for x in iter_times(text, None) if isinstance(x.span, TimeSpan)), None)
 
 
 def _around_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
@@ -523,13 +524,13 @@ def find_times(
     overlapping (where two overlap the one starting first, then the longer, is kept),
     resolved against ``anchor``. An expression that would fall outside the years 1-9999 is
     not one."""
-    return list(islice(_mentions(text, anchor), limit))
+    return list(islice(iter_times(text, anchor), limit))
 
 
 _Found = tuple[int, int, int, re.Match[str]]  # start, -end, rule, match
 
 
-def _mentions(text: str, anchor: date | datetime | None) -> Iterator[Mention]:
+def iter_times(text: str, anchor: date | datetime | None = None) -> Iterator[Mention]:
     """:func:`find_times` lazily: the rules' matches are merged in text order as each
     pattern finds them, and a match is resolved (its clause read) only when it is the next
     one that no mention kept before overlaps, so a caller wanting the first few reads no
@@ -570,7 +571,7 @@ def _bounded(text: str, start: int, end: int) -> bool:
 
 def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:
     """The first expression of ``text`` that resolves to days, or None."""
-    return next((m.span for m in _mentions(text, anchor) if isinstance(m.span, TimeSpan)), None)
+    return next((m.span for m in iter_times(text, anchor) if isinstance(m.span, TimeSpan)), None)
 
 
 _COUNT_WORDS = {v: k for k, v in _NUMBERS.items()}

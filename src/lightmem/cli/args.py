@@ -15,8 +15,9 @@ from lightmem.errors import InvalidInputError
 __all__ = ["count", "load_config", "read_config"]
 
 
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum`` (exit 2 with the flag named)."""
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (and at most ``maximum``), exit 2
+    with the flag named."""
 
     def parse(text: str) -> int:
         try:
@@ -25,6 +26,8 @@ def count(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}")
         return value
 
     parse.__name__ = "count"

@@ -14,6 +14,7 @@ from lightmem.cli.args import count, load_config
 from lightmem.cli.bench import add_bench_parser, run_bench
 from lightmem.errors import LightMemError
 from lightmem.memory import LightMemory
+from lightmem.pipeline.messages import MAX_MESSAGES
 
 __all__ = ["main"]
 
@@ -58,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
 
     a = _memory_command(sub, "add", "add a conversation from a JSON or JSONL file ('-' = stdin)")
     a.add_argument("file")
-    a.add_argument("--batch", type=count(1), default=64, help="messages per add_memory call")
+    a.add_argument(
+        "--batch", type=count(1, MAX_MESSAGES), default=64, help="messages per add_memory call"
+    )
     a.add_argument("--no-flush", action="store_true", help="leave the tail buffered")
 
     s = _memory_command(sub, "search", "retrieve memories for a query, best first")

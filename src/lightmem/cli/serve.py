@@ -79,20 +79,18 @@ def dispatch(args: argparse.Namespace) -> int:
         )
         _say("lightmem serve: stopped")
         return 0
-    from lightmem.server.access_log import AccessLog
-    from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
+    from lightmem.server.mcp import http_app
     from lightmem.server.tenancy import single_threaded_blas
 
     single_threaded_blas()
     pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn)
     keys = pool.keys()
-    server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
     _warn_public(args.host)
     _say(
         f"lightmem mcp: streamable HTTP at {_url(args.host, args.port)}/mcp "
         "(clients send Authorization: Bearer <key>; Ctrl-C stops)"
     )
-    app = AccessLog(server.http_app(path="/mcp"))
+    app = http_app(pool, keys)
     uvicorn.run(
         app,
         host=args.host,

@@ -25,16 +25,20 @@ from lightmem.sanitize import inline
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
 from lightmem.timeparse import format_date
-from lightmem.timeresolve import find_times, resolve
+from lightmem.timeresolve import find_times, iter_times, resolve
 from lightmem.timespan import TimeSpan, parse_iso_span
 from lightmem.types import MemoryEntry, Message
 
-__all__ = ["FALLBACK", "LLMMemoryManager"]
+__all__ = ["FALLBACK", "TIME_HINTS", "LLMMemoryManager"]
 
 log = logging.getLogger("lightmem.extract")
 
 #: what the offline fallback writes into an entry's ``metadata["extractor"]``
 FALLBACK = "offline-fallback"
+
+
+#: Times of a turn resolved by the rules and shown to the model beside it, at most.
+TIME_HINTS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +160,7 @@ class LLMMemoryManager:
             return ""
         pairs = "; ".join(
             f"{inline(x.phrase)} = {x.span.iso()}"
-            for x in find_times(m.content, m.timestamp)
+            for x in find_times(m.content, m.timestamp, limit=TIME_HINTS)
             if isinstance(x.span, TimeSpan)
         )
         return f" [times: {pairs}]" if pairs else ""
@@ -376,7 +380,7 @@ class _FactBuilder:
                     x.phrase
                     for t, at in readings
                     if t
-                    for x in find_times(t, at)
+                    for x in iter_times(t, at)
                     if isinstance(x.span, TimeSpan) and x.span.same_days(span)
                 )
                 return span.with_phrase(next(said, stated))

@@ -20,6 +20,8 @@ from pydantic import Field
 from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
+from lightmem.server.access_log import AccessLog, ASGIApp
+from lightmem.server.body_gate import DEFAULT_MAX_BODY, BodyGate
 from lightmem.server.schemas import (
     TIME_WINDOW_PATTERN,
     AgentId,
@@ -37,7 +39,16 @@ from lightmem.server.schemas import (
 from lightmem.server.tenancy import KeyRegistry, Tenant, TenantPool
 from lightmem.validate import MAX_BUDGET_TOKENS, MAX_LIMIT, MAX_OFFSET
 
-__all__ = ["INSTRUCTIONS", "KeyVerifier", "P", "R", "TaskArg", "create_mcp", "http_resolver"]
+__all__ = [
+    "INSTRUCTIONS",
+    "KeyVerifier",
+    "P",
+    "R",
+    "TaskArg",
+    "create_mcp",
+    "http_app",
+    "http_resolver",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -424,3 +435,14 @@ def http_resolver(pool: TenantPool) -> Callable[[], Tenant]:
         return pool.get(token.client_id)
 
     return resolve
+
+
+def http_app(
+    pool: TenantPool, keys: KeyRegistry, *, max_body_bytes: int = DEFAULT_MAX_BODY
+) -> ASGIApp:
+    """MCP over streamable HTTP at ``/mcp`` for ``pool``'s tenants, each call authorised by
+    its key: behind the body gate (no body read without a valid key, a size limit and a
+    deadline) and the access log, like the REST API."""
+    server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
+    gated = BodyGate(server.http_app(path="/mcp"), max_bytes=max_body_bytes, keys=keys)
+    return AccessLog(gated)

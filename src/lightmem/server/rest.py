@@ -6,13 +6,11 @@ import json
 import os
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator
 from http import HTTPStatus
 from importlib import resources
 from typing import Annotated, Any
 
-import anyio
-import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -30,7 +28,17 @@ from lightmem.errors import (
 )
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
-from lightmem.server.access_log import AccessLog, ASGIApp, Receive, Send
+from lightmem.server.access_log import AccessLog
+from lightmem.server.body_gate import (
+    BODY_DEADLINE_S,
+    CHALLENGE,
+    DEFAULT_MAX_BODY,
+    TENANT_STATE,
+    UNAUTHORIZED,
+    BodyGate,
+    api_key,
+    checked_deadline,
+)
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
 from lightmem.server.tenancy import (
     SERVER_SCHEMA,
@@ -42,7 +50,6 @@ from lightmem.server.tenancy import (
 from lightmem.validate import MAX_OFFSET, whole_number
 
 __all__ = [
-    "BODY_DEADLINE_S",
     "DEFAULT_MAX_BODY",
     "MAX_IN_FLIGHT",
     "AddBody",
@@ -59,17 +66,12 @@ __all__ = [
     "TaskBody",
     "TenantDep",
     "UpdateBody",
-    "api_key",
     "app_from_env",
     "create_app",
 ]
 
 Scope = dict[str, str | None]
 
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
-#: Seconds a client has to send a request's whole body: a stalled upload would hold its
-#: buffer (up to the body limit) and a connection for as long as it stayed open.
-BODY_DEADLINE_S = 30.0
 #: Requests of one tenant served at a time (of the 40 threads the handlers share).
 MAX_IN_FLIGHT = 8
 
@@ -162,8 +164,7 @@ def create_app(
     ``X-API-Key``); the key selects the tenant and nothing outside it is reachable. A body
     is read only for a valid key, up to ``max_body_bytes``, within ``body_deadline_s``; a
     tenant with ``max_in_flight`` requests being served gets 429 for more."""
-    if not body_deadline_s > 0:  # NaN too
-        raise ConfigError(f"body_deadline_s: expected a positive number, got {body_deadline_s}")
+    checked_deadline(body_deadline_s)  # now: the middleware is built at the first request
     app = FastAPI(
         title="lightmem",
         version="0.1.0",
@@ -176,7 +177,7 @@ def create_app(
 
     @app.exception_handler(_Unauthorized)
     async def unauthorized(_: Request, __: Exception) -> JSONResponse:
-        return _error(401, "Unauthorized", _UNAUTHORIZED, dict(_CHALLENGE))
+        return _error(401, "Unauthorized", UNAUTHORIZED, dict(CHALLENGE))
 
     @app.exception_handler(_Busy)
     async def busy(_: Request, __: Exception) -> JSONResponse:
@@ -360,24 +361,13 @@ def create_app(
     def root() -> RedirectResponse:
         return RedirectResponse("/ui/")
 
-    app.add_middleware(_BodyLimit, max_bytes=max_body_bytes, keys=keys, deadline_s=body_deadline_s)
+    app.add_middleware(BodyGate, max_bytes=max_body_bytes, keys=keys, deadline_s=body_deadline_s)
     app.add_middleware(AccessLog)  # outermost: 413s and 401s are logged too
     return app
 
 
 class _Unauthorized(Exception):
     pass
-
-
-_UNAUTHORIZED = "a valid API key is required"
-_CHALLENGE = {"WWW-Authenticate": "Bearer"}
-
-
-def api_key(authorization: str | None, x_api_key: str | None) -> str | None:
-    """The key a request presents: ``Authorization: Bearer <key>``, else ``X-API-Key``."""
-    if authorization and authorization.lower().startswith("bearer "):
-        return authorization[7:].strip()
-    return x_api_key
 
 
 class _Busy(Exception):
@@ -417,7 +407,9 @@ def _tenant(
 ) -> Iterator[Tenant]:
     """The caller's tenant, from ``Authorization: Bearer <key>`` or ``X-API-Key``, counted
     against its requests in flight while the request is served."""
-    name = request.app.state.keys.tenant_for(api_key(authorization, x_api_key))
+    name = getattr(request.state, TENANT_STATE, None) or request.app.state.keys.tenant_for(
+        api_key(authorization, x_api_key)
+    )
     if name is None:
         raise _Unauthorized()
     gate: InFlight = request.app.state.in_flight
@@ -449,96 +441,6 @@ def _error(
     status: int, kind: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status, headers=headers)
-
-
-class _BodyLimit:
-    """413 for bodies over ``max_bytes``, by Content-Length or while streaming; 401 for a
-    ``/v1`` request without a valid key before any of its body is read (nothing is buffered
-    for a caller without a key); 408 for a body not sent within ``deadline_s``."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int, keys: KeyRegistry, deadline_s: float) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.keys = keys
-        self.deadline_s = deadline_s
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        if str(scope.get("path", "")).startswith("/v1/"):
-            key = api_key(_header(headers, b"authorization"), _header(headers, b"x-api-key"))
-            if await anyio.to_thread.run_sync(self.keys.tenant_for, key) is None:
-                await _send_error(send, 401, "Unauthorized", _UNAUTHORIZED, _CHALLENGE)
-                return
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _send_413(send, self.max_bytes)
-            return
-        # Read the body first (at most max_bytes of it), then replay it to the app, so an
-        # oversize chunked body is refused before any handler sees a byte of it.
-        body = bytearray()
-        try:
-            with anyio.fail_after(self.deadline_s):
-                while True:
-                    message = await receive()
-                    if message["type"] != "http.request":
-                        await self.app(scope, receive, send)  # disconnect: let the app see it
-                        return
-                    body += message.get("body", b"")
-                    if len(body) > self.max_bytes:
-                        await _send_413(send, self.max_bytes)
-                        return
-                    if not message.get("more_body"):
-                        break
-        except TimeoutError:
-            message = f"body: not received within {self.deadline_s:g} s"
-            await _send_error(send, 408, "RequestTimeout", message)
-            return
-        delivered = False
-
-        async def replay() -> Any:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-def _header(headers: Mapping[bytes, bytes], name: bytes) -> str | None:
-    value = headers.get(name)
-    return None if value is None else value.decode("latin-1")
-
-
-async def _send_413(send: Callable[[Any], Awaitable[None]], limit: int) -> None:
-    await _send_error(send, 413, "PayloadTooLarge", f"body: larger than {limit} bytes")
-
-
-async def _send_error(
-    send: Callable[[Any], Awaitable[None]],
-    status: int,
-    kind: str,
-    message: str,
-    headers: Mapping[str, str] | None = None,
-) -> None:
-    """The ``{"error": {"type", "message"}}`` answer, sent before the app runs."""
-    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
-    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *extra,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def app_from_env() -> FastAPI:
