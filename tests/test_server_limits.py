@@ -354,3 +354,24 @@ def test_mcp_over_http_reads_no_body_without_a_key_and_gives_a_body_30_s(tmp_pat
     finally:
         keys.close()
         pool.close()
+
+
+def test_a_tenants_slot_is_freed_whatever_the_answer(tmp_path: Path) -> None:
+    import httpx
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    key = keys.create("acme")
+    try:
+        with (
+            LiveServer(create_app(pool, keys, max_in_flight=1)) as url,
+            httpx.Client(base_url=url, headers={"X-API-Key": key}) as c,
+        ):
+            assert c.get("/v1/memories/no-such-entry").status_code == 404  # NotFoundError
+            assert c.post("/v1/memories", json={"messages": 5}).status_code == 422
+            assert c.post("/v1/memories/search", json={"query": ""}).status_code == 422
+            for _ in range(3):  # one slot: each answer above gave it back
+                assert c.get("/v1/stats").status_code == 200
+    finally:
+        keys.close()
+        pool.close()
