@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,8 +184,16 @@ def test_a_path_cannot_forge_an_access_log_line(
         s.sendall(f"GET {forged}{'a' * 500} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         s.settimeout(10)
         status = _response(s).split()[1].decode()
+
+        def logged() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
+
+        # The line is written once the answer is sent: wait for it, still at INFO level.
+        deadline = time.monotonic() + 10
+        while not logged() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        lines = logged()
     assert status in ("401", "404")  # refused (no key), or no such route
-    lines = [r.getMessage() for r in caplog.records if r.name == ACCESS_LOGGER]
     assert len(lines) == 1 and "\n" not in lines[0] and "\x1b" not in lines[0]
     assert lines[0].startswith("GET /v1/memories/x%20200%201.0ms%0A12:00:01")
     assert f" {status} " in lines[0]
