@@ -12,6 +12,7 @@ from lightmem.errors import InvalidInputError
 from lightmem.sanitize import check_text, check_value
 from lightmem.timeparse import parse_timestamp
 from lightmem.types import Message
+from lightmem.validate import whole_number
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -106,27 +107,29 @@ def assign_ids(
     such batches without :func:`assign_ids` got, so re-sending one is still a no-op; only
     a message that would share that id with an earlier one of the list (the same "thanks"
     at the same place of two calls) gets the id of its place in the whole list instead."""
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise InvalidInputError(f"batch: expected a whole number >= 1, got {batch!r}")
+    if batch is not None:
+        whole_number("batch", batch, 1)
     items = _items(messages)
     normalized = normalize_messages(items)
-    taken = {m.id for raw, m in zip(items, normalized, strict=True) if _given_id(raw)}
+    given = [any(raw[k] is not None for k in _id_keys(raw)) for raw in items]
+    taken = {m.id for m, has in zip(normalized, given, strict=True) if has}
     out: list[dict[str, Any]] = []
-    for i, (raw, msg) in enumerate(zip(items, normalized, strict=True)):
-        if _given_id(raw):
+    for i, (raw, msg, has) in enumerate(zip(items, normalized, given, strict=True)):
+        if has:
             out.append(dict(raw))
             continue
         mid = msg.id
         if batch is not None and (in_call := derived_id(msg, i % batch)) not in taken:
             mid = in_call
         taken.add(mid)
-        given = {k for k in raw if _ALIASES.get(k, k) == "id"}
-        out.append({**{k: v for k, v in raw.items() if k not in given}, "id": mid})
+        ids = _id_keys(raw)
+        out.append({**{k: v for k, v in raw.items() if k not in ids}, "id": mid})
     return out
 
 
-def _given_id(raw: Mapping[str, Any]) -> bool:
-    return any(v is not None for k, v in raw.items() if _ALIASES.get(k, k) == "id")
+def _id_keys(raw: Mapping[str, Any]) -> list[str]:
+    """The keys of ``raw`` that give its id (``id`` or an alias)."""
+    return [k for k in raw if _ALIASES.get(k, k) == "id"]
 
 
 def _items(messages: object) -> Sequence[Any]:

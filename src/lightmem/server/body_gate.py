@@ -11,7 +11,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from lightmem.errors import BackendError, ConfigError, LightMemError
+from lightmem.errors import (
+    BackendError,
+    ConfigError,
+    InvalidInputError,
+    LightMemError,
+    NotFoundError,
+    StoreError,
+)
 from lightmem.server.access_log import ASGIApp, Receive, Send
 from lightmem.server.service import public_error
 from lightmem.server.tenancy import KeyRegistry
@@ -20,11 +27,14 @@ __all__ = [
     "BODY_DEADLINE_S",
     "CHALLENGE",
     "DEFAULT_MAX_BODY",
+    "STATUS",
     "TENANT_STATE",
     "UNAUTHORIZED",
     "BodyGate",
     "api_key",
     "checked_deadline",
+    "error_body",
+    "http_status",
 ]
 
 #: Bytes of body a request may send (REST: ``lightmem serve --max-body-mb``).
@@ -36,6 +46,26 @@ UNAUTHORIZED = "a valid API key is required"
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 #: Where the gate leaves the tenant of the key it checked, in the request's ASGI state.
 TENANT_STATE = "lightmem_tenant"
+
+
+#: The HTTP status of each kind of lightmem error (the first that matches; 400 for others).
+STATUS: tuple[tuple[type[LightMemError], int], ...] = (
+    (NotFoundError, 404),
+    (InvalidInputError, 422),
+    (ConfigError, 400),
+    (BackendError, 502),
+    (StoreError, 503),
+)
+
+
+def error_body(kind: str, message: str) -> dict[str, dict[str, str]]:
+    """The JSON of every error answer: ``{"error": {"type", "message"}}``."""
+    return {"error": {"type": kind, "message": message}}
+
+
+def http_status(exc: LightMemError) -> int:
+    """The status a REST answer or the gate gives ``exc``."""
+    return next((code for cls, code in STATUS if isinstance(exc, cls)), 400)
 
 
 def checked_deadline(seconds: float) -> float:
@@ -86,8 +116,7 @@ class BodyGate:
             tenant = await anyio.to_thread.run_sync(self.keys.tenant_for, key)
         except LightMemError as exc:  # the key store failed: the server's fault, answered so
             kind, message = public_error(exc)
-            status = 502 if isinstance(exc, BackendError) else 503
-            await _send_error(send, status, kind, message)
+            await _send_error(send, http_status(exc), kind, message)
             return
         if tenant is None:
             await _send_error(send, 401, "Unauthorized", UNAUTHORIZED, CHALLENGE)
@@ -145,7 +174,7 @@ async def _send_error(
     headers: Mapping[str, str] | None = None,
 ) -> None:
     """The ``{"error": {"type", "message"}}`` answer, sent before the app runs."""
-    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    body = json.dumps(error_body(kind, message)).encode()
     extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(
         {

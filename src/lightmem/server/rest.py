@@ -19,12 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lightmem.errors import (
-    BackendError,
     ConfigError,
-    InvalidInputError,
     LightMemError,
-    NotFoundError,
-    StoreError,
 )
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
@@ -38,6 +34,8 @@ from lightmem.server.body_gate import (
     BodyGate,
     api_key,
     checked_deadline,
+    error_body,
+    http_status,
 )
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
 from lightmem.server.tenancy import (
@@ -143,15 +141,6 @@ def _scope_of(body: ScopeFields) -> Scope:
     return {"user_id": body.user_id, "agent_id": body.agent_id, "run_id": body.run_id}
 
 
-_STATUS = (
-    (NotFoundError, 404),
-    (InvalidInputError, 422),
-    (ConfigError, 400),
-    (BackendError, 502),
-    (StoreError, 503),
-)
-
-
 def create_app(
     pool: TenantPool,
     keys: KeyRegistry,
@@ -187,8 +176,7 @@ def create_app(
     @app.exception_handler(LightMemError)
     async def lightmem_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, LightMemError)
-        status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 400)
-        return _error(status, *service.public_error(exc))
+        return _error(http_status(exc), *service.public_error(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
@@ -440,7 +428,7 @@ ScopeDep = Annotated[Scope, Depends(_query_scope)]
 def _error(
     status: int, kind: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status, headers=headers)
+    return JSONResponse(error_body(kind, message), status, headers=headers)
 
 
 def app_from_env() -> FastAPI:
