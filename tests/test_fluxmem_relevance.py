@@ -323,3 +323,59 @@ def test_the_explorer_walks_on_when_nothing_here_is_untried() -> None:
     for seed in range(10):
         result = Player(_Corridor(), 40, seed).play("corridor", {}, 0, "test", ())
         assert result.success, result.actions
+
+
+class _Doorway(TWXWorld):
+    """Two rooms and a door between them that the engine's way lists as always valid: "move
+    east" is refused while it is closed, and opening it changes no valid action. The coin
+    is in the second room. ``locked``: the door never opens."""
+
+    def __init__(self, locked: bool = False) -> None:  # no engine: nothing to start
+        self.locked = locked
+        self.game = Game("doorway", 0, "Find the coin.", "", [])
+
+    def _valid(self) -> list[str]:
+        if self.room == 0:
+            return ["look around", "move east", "open door to east"]
+        return ["look around", "move west", "take coin"]
+
+    def reset(self, name: str, params: Mapping[str, int], seed: int, fold: str) -> Game:
+        self.room, self.open = 0, False
+        self.game = Game(name, seed, "Find the coin.", "", [], ["Find the coin."])
+        self.game.valid = self._valid()
+        return self.game
+
+    def step(self, action: str) -> Turn:
+        g = self.game
+        text = f"You are in room {self.room}. There is a door."
+        if action == "open door to east":
+            self.open = not self.locked
+            text = "You open the door." if self.open else "The door is locked."
+        elif action == "move east":
+            if self.open:
+                self.room = 1
+                text = "You are in room 1. There is a coin."
+            else:
+                text = "You can't move there, the door is closed."
+        elif action == "move west":
+            self.room = 0
+        g.done = g.success = action == "take coin"
+        g.valid = self._valid()
+        return Turn(text, g.valid, 1.0 if g.done else 0.0, g.done, False, "")
+
+
+def test_a_move_refused_at_a_closed_door_is_tried_again_once_the_door_is_opened() -> None:
+    # Memory says to move east first: the door is still closed, so the move is refused;
+    # opening the door (which changes no valid action) makes the move worth a new try.
+    plan = Plan(("move east", "take coin"), {}, "memory")
+    for seed in range(5):
+        result = Player(_Doorway(), 10, seed).play("doorway", {}, 0, "test", [plan])
+        assert result.success, result.actions
+        assert result.actions[:4] == ("look around", "move east", "open door to east", "move east")
+
+
+def test_a_refused_move_at_a_locked_door_is_not_tried_for_ever() -> None:
+    plan = Plan(("move east", "take coin"), {}, "memory")
+    result = Player(_Doorway(locked=True), 30, 0).play("doorway", {}, 0, "test", [plan])
+    assert not result.success
+    assert result.actions.count("move east") == 2 and result.actions.count("open door to east") <= 2

@@ -121,3 +121,32 @@ def test_a_step_the_failing_replays_took_is_dropped_when_replays_are_no_worse() 
     calls.clear()
     assert _revise_by_replay(steps, SLOTS, replays, TASKS, counted, tried) == (steps, SLOTS)
     assert calls == []
+
+
+def test_a_prune_whose_replays_do_worse_is_undone_and_not_tried_again(tmp_path: Path) -> None:
+    """The third kitchen's replay fails on "open drawer" (its knife is elsewhere), but the
+    other two need that step: pruned, no replay wins. The skill keeps the version before
+    the prune instead of swinging between the two every other round, and the pruned
+    draft is replayed once."""
+    acts = ("look around", "open drawer", "take knife")
+    obs = ("You are in a kitchen.", "You open the drawer.", "You take the knife.")
+    drafts: list[tuple[str, ...]] = []
+
+    def replay(skill: SkillDraft, task: str) -> StepResult:
+        drafts.append(tuple(skill.steps))
+        if "open drawer" in skill.steps and not task.endswith("2"):
+            return StepResult(1, None, True, acts, obs)
+        lost = ("look around", "open drawer")
+        return StepResult(0, "failed", False, lost, ("A kitchen.", "It is empty."))
+
+    with FluxMemAgent.open(tmp_path / "p.db", config=FluxMemConfig(num_clusters=1)) as agent:
+        for n in range(3):
+            _won(agent, f"Cook the meal. {n}", acts, obs)
+        report = agent.consolidate(replay_fn=replay)
+        (curve,) = report.curves.values()
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+    assert "open drawer" in skill.steps
+    assert abs(skill.data["eta"] - 2 / 3) < 1e-9
+    assert min(curve) > 0.0  # no round kept a version that no replay won
+    # One replay per training game, once: neither the prune nor a revision tries it again.
+    assert drafts.count(("look around", "take knife")) == 3

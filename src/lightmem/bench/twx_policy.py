@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightmem.bench.twx_env import Game, TWXWorld
+from lightmem.bench.twx_env import READ_VERBS, Game, TWXWorld
 from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.slots import (
     Outcomes,
@@ -159,6 +159,10 @@ class Player:
         # "tried" per state: "move south" from another room is another move.
         moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
         uses: Counter[str] = Counter()
+        # Actions that changed nothing (same valid actions, same score: "You can't move
+        # there, the door is closed"): untried again once another action on the same
+        # thing is taken ("open door to east" after "move east").
+        refused: set[str] = set()
         visits: Counter[str] = Counter()  # times each scene was entered
         leads: dict[tuple[str, str], str] = {}  # (scene, move) -> the scene it led to
         gained: set[str] = set()  # actions the game scored in this attempt
@@ -201,6 +205,20 @@ class Player:
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             opened.append(set(turn.valid) - before)
             states.append((frozenset(turn.valid), turn.score))
+            if action.split()[0] not in (*READ_VERBS, *PASSIVE):  # those change nothing
+                # Once each: a door's opening changes no valid action, so "open door to
+                # east" looks refused too, and must not wake "move east" for ever.
+                unblocked = {
+                    a
+                    for a in refused
+                    if a != action and uses[a] < 2 and _objects(a) & _objects(action)
+                }
+                refused -= unblocked
+                tried -= unblocked
+                if states[-1] == states[-2]:
+                    refused.add(action)
+                else:
+                    refused.discard(action)
             # Never the same action twice, unless it scored and a later action that scored
             # nothing made it available again (the carrot put down can be taken again; the
             # shirt put in its place is not taken out), then once more; as often as a later
@@ -402,6 +420,15 @@ def _out_of_view(plans: Sequence[Plan], taken: Sequence[str], valid: Sequence[st
         for i, n in count.items()
         if n == most
     )
+
+
+def _objects(action: str) -> set[str]:
+    """The words an action names besides its verb and linking words ("door", "east" of
+    "open door to east")."""
+    return set(action.lower().split()[1:]) - _LINKS
+
+
+_LINKS = frozenset({"to", "in", "on", "from", "with", "the", "a", "an", "into", "onto", "of"})
 
 
 def _opens(action: str) -> bool:

@@ -162,12 +162,16 @@ class Stage3:
         replays: list[tuple[bool, StepResult | None]] = []
         tasks = [str(m.data.get("task", "")) for m in members]
         kept: set[str] = set()  # constant steps a replay without them showed are needed
-        revisions: set[tuple[str, ...]] = set()  # revised drafts already replayed
+        revisions: set[tuple[str, ...]] = set()  # revised or pruned drafts already replayed
+        worse: set[tuple[str, ...]] = set()  # pruned drafts whose replays did worse
         for rnd in range(max(1, self.cfg.max_consolidation_rounds)):
             # A step put back, revised or found unneeded this round: not settled yet.
-            expanded = revised = dropped = False
+            expanded = revised = dropped = cut = False
             if rnd and from_runs and replays:
                 pruned = _prune_by_replay(steps, slots, replays, tasks)
+                if tuple(pruned[0]) in worse:
+                    pruned = (steps, slots)
+                cut = pruned != (steps, slots)
                 if pruned == (steps, slots) and replay_fn is not None:
                     pruned = _expand_by_replay(steps, slots, runs, replays, tasks, replay_fn)
                     expanded = pruned[0] != steps
@@ -185,8 +189,17 @@ class Stage3:
             draft = SkillDraft(steps, slots)
             vec = self.embedder.embed([str(draft)], op="fluxmem.stage3")[0]
             if replay_fn is not None:
-                replays = [_replayed(replay_fn(draft, t)) for t in tasks]
-                eta = float(np.mean([ok for ok, _ in replays]))
+                replayed = [_replayed(replay_fn(draft, t)) for t in tasks]
+                eta = float(np.mean([ok for ok, _ in replayed]))
+                if cut and eta < found.eta:
+                    # The steps failing replays ended on were needed by others: keep the
+                    # version before the prune (its replays stand) and never prune to this
+                    # draft again, or the skill swings between the two every other round.
+                    worse.add(tuple(steps))
+                    revisions.add(tuple(steps))
+                    steps, slots = found.steps, found.slots
+                    continue
+                replays = replayed
             else:
                 eta = len(wins) / len(members)
             found.curve.append(pems(eta, n_procedural, str(draft), prev_vec, vec))
