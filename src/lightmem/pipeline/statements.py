@@ -34,15 +34,22 @@ from lightmem.text import NEGATIONS
 __all__ = [
     "FIRST_PERSON",
     "SELF",
+    "TITLES",
     "Reading",
     "ended",
     "heads",
+    "is_question",
     "marks_change",
+    "named_relation",
     "narrates_past",
+    "past_verbs",
+    "present_words",
     "read",
     "relative",
     "sentences",
     "subject_of",
+    "subjects",
+    "third_person",
     "tokens",
     "without_vocatives",
 ]
@@ -50,7 +57,16 @@ __all__ = [
 SELF = "\x00self"  # the subject "the speaker"; never a name
 
 _WORD = re.compile(r"[\w']+")
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+#: Where a sentence may end: . ! ? before a space or the end (not inside "3.5" or an
+#: e-mail address), the full-width ends of Chinese and Japanese, and line breaks.
+_END = re.compile(r"[.!?]+(?=\s|$)|[\u3002\uff01\uff1f\uff1b]+|\n+")
+#: Words a dot abbreviates ("Dr. Moreau", "Mrs. Albrecht"): no sentence ends there.
+#: Titles before a name ("Dr. Moreau"): part of no value a name is.
+TITLES = frozenset("dr mr mrs ms mx prof sir madam".split())
+_ABBREVIATIONS = TITLES | frozenset(
+    "st mt jr sr vs etc approx dept est inc ltd co corp ave rd".split()
+)
+_LAST_WORD = re.compile(r"(\w+)\W*$")
 
 FIRST_PERSON = frozenset(
     "i i'm i've i'll i'd we we're we've we'll we'd me my mine myself us our ours ourselves".split()
@@ -120,6 +136,13 @@ _CHANGE_PHRASES = (
     "took up",
     "moved to",
     "moving to",
+    # corrections of what was said: the newer value replaces the one just given
+    "i meant",
+    "i misspoke",
+    "correction",
+    "scratch that",
+    # a return to an earlier value ("moved back to Innsbruck", "back to being vegetarian")
+    "back to",
 )
 #: Particles that give a change verb another sense ("dropped off", "stopped by", "moved
 #: by the film"): the verb then marks no change.
@@ -152,6 +175,18 @@ _NOT_NOW_BEFORE = frozenset(
     time long ago""".split()
 )
 _POSSESSIVES = frozenset("my our his her their".split())
+#: Capitalised sentence openers that are never a person's name.
+_NOT_NAMES = (
+    frozenset(
+        """the a an everyone everybody someone somebody nobody nothing everything something all
+    both each people""".split()
+    )
+    | FIRST_PERSON
+    | _OTHER_PERSON
+    | _DEMONSTRATIVES
+    | _INTERJECTIONS
+    | _POSSESSIVES
+)
 #: Nouns for people someone has (closed class: kin and social relations): a sentence
 #: about "my <one of these>" is about that person.
 _KIN = frozenset(
@@ -173,8 +208,27 @@ _PAST = frozenset(
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of ``text`` (split at . ! ? and line breaks), stripped, non-empty."""
-    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+    """The sentences of ``text``, stripped, non-empty: split at . ! ? followed by a space
+    (not after a title such as "Dr." or a single letter, as in "e.g." or "J. Smith"), at
+    。！？； and at line breaks."""
+    out: list[str] = []
+    start = 0
+    for m in _END.finditer(text):
+        if m.group() == ".":
+            last = _LAST_WORD.search(text[start : m.start()])
+            word = last.group(1) if last else ""
+            if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                continue
+        piece = text[start : m.end()].strip()
+        if piece:
+            out.append(piece)
+        start = m.end()
+    tail = text[start:].strip()
+    return [*out, tail] if tail else out
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.endswith(("?", "\uff1f"))
 
 
 def tokens(text: str) -> list[str]:
@@ -225,6 +279,10 @@ class Reading:
     ended: tuple[str, ...] = ()
     #: the first word said of each subject mention: the predicates ("I study X": study)
     heads: tuple[str, ...] = ()
+    #: the person the speaker names by their relation ("My colleague Ruth moved",
+    #: "Hendrik, my cousin, moved": ruth, hendrik): what is said is that person's, while
+    #: who the relation is stays the speaker's fact ("Leon, my roommate, cooks")
+    named: str = ""
 
     @property
     def asserts(self) -> bool:
@@ -240,7 +298,7 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     low = " ".join(toks)
     return Reading(
         core,
-        relative(core) or subject_of(toks, speaker, names),
+        relative(core) or third_person(core, names) or subject_of(toks, speaker, names),
         bool(set(toks) & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
         bool(set(toks) & _ADDITIVE)
         or _has_phrase(low, _ADDITIVE_PHRASES)
@@ -250,7 +308,26 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
         narrates_past(toks),
         ended(core),
         heads(toks, names),
+        named_relation(core, names),
     )
+
+
+def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
+    """Who the statements of ``text`` (said by ``speaker``) are about: for each sentence
+    asserting something (not a question, plan, guess, report or, for a ``newer`` one, an
+    addition), its subject (``SELF`` for the speaker). A person named by their relation
+    counts as themselves; of an older statement, also as the speaker's fact ("Leon, my
+    roommate, cooks": who the roommate is)."""
+    me = speaker.lower()
+    out: set[str] = set()
+    for sentence in sentences(text):
+        if is_question(sentence):
+            continue
+        r = read(sentence, me, {me})
+        if not r.asserts or (newer and r.additive):
+            continue
+        out.update({r.named} if newer and r.named else {r.subject, r.named} - {""})
+    return frozenset(out)
 
 
 def ended(text: str) -> tuple[str, ...]:
@@ -293,12 +370,77 @@ def heads(toks: list[str], names: Collection[str]) -> tuple[str, ...]:
 def relative(text: str) -> str:
     """ "my parents" when the sentence opens with a possessive and a noun for a person who
     is not named there ("My parents still live in Galway": about the parents, not the
-    speaker); "" otherwise. Named ("My sister Hana is a pilot"), the name is the
-    speaker's fact (who their sister is)."""
-    words = _WORD.findall(text)
-    if len(words) < 3 or words[0].lower() not in _POSSESSIVES or words[1].lower() not in _KIN:
+    speaker); "" otherwise. Named ("My sister Hana is a pilot"), who the sister is is the
+    speaker's fact (:func:`named_relation` says whose the rest is)."""
+    k = _kin_at(text)
+    if not k:
         return ""
-    return "" if words[2][:1].isupper() else f"{words[0].lower()} {words[1].lower()}"
+    words: list[str] = _WORD.findall(text)
+    if words[k + 1][:1].isupper():
+        return ""
+    return f"{words[0].lower()} {words[k].lower()}"
+
+
+def named_relation(text: str, names: Collection[str]) -> str:
+    """The lower-cased name of a person the speaker names by their relation at the start
+    of a sentence: "My colleague Ruth moved to Ghent", "Hendrik, my cousin, moved to
+    Ghent" (ruth, hendrik); "" otherwise."""
+    words: list[str] = re.findall(r"[\w']+|,", text)
+    k = _kin_at(text)
+    if k:
+        plain: list[str] = _WORD.findall(text)
+        after = plain[k + 1]
+        return after.lower().removesuffix("'s") if after[:1].isupper() else ""
+    if len(words) < 4 or words[1] != ",":
+        return ""
+    first, low = words[0], words[0].lower().removesuffix("'s")
+    if not first[:1].isupper() or low in names or low in _NOT_NAMES:
+        return ""
+    return low if words[2].lower() in _POSSESSIVES and words[3].lower() in _KIN else ""
+
+
+def _kin_at(text: str) -> int:
+    """Where the noun for a person stands in a sentence opening "my <kin>" (past
+    modifiers: "my best friend", "my older sister"), with a word after it; 0 if none."""
+    words: list[str] = _WORD.findall(text)
+    if not words or words[0].lower() not in _POSSESSIVES:
+        return 0
+    k = 1
+    while k < len(words) - 1 and words[k].lower() in _KIN_MODIFIERS:
+        k += 1
+    return k if k + 1 < len(words) and words[k].lower() in _KIN else 0
+
+
+_KIN_MODIFIERS = frozenset(
+    """best old older elder eldest oldest young younger youngest little big baby twin ex
+    new former late dear step half""".split()
+)
+
+
+def third_person(text: str, names: Collection[str]) -> str:
+    """The lower-cased name of a person who is not a speaker of the scope when the
+    sentence is about them: it opens with the name followed by a verb in the past or
+    third person ("Ruth moved", "Ruth works at ...") and has no first-person word; ""
+    otherwise. A capitalised opening word that is a verb ("Moved to Bristol") or any
+    other word is not a name."""
+    words: list[str] = re.findall(r"[\w']+|,", text)
+    if len(words) < 3:
+        return ""
+    first, nxt = words[0], words[1].lower()
+    low = first.lower().removesuffix("'s")
+    if not first[:1].isupper() or low in names or low in _NOT_NAMES:
+        return ""
+    if FIRST_PERSON & {w.lower() for w in words}:
+        return ""  # "Kaiser is where I work now", "Ruth and I moved": the speaker's
+    # Not "is": "Denver is home now", "Life is good" say nothing of a person.
+    verb = nxt in _THIRD_PERSON_VERBS or (
+        len(nxt) > 3 and (nxt.endswith("ed") or (nxt.endswith("s") and not nxt.endswith("ss")))
+    )
+    return low if verb and not low.endswith(("ed", "ing")) else ""
+
+
+#: Verbs said of a third person that no -ed or -s rule finds.
+_THIRD_PERSON_VERBS = frozenset("has had got went left took became".split())
 
 
 def subject_of(toks: list[str], speaker: str, names: Collection[str]) -> str:
@@ -311,11 +453,26 @@ def subject_of(toks: list[str], speaker: str, names: Collection[str]) -> str:
         if base in names and base != speaker:
             return base
         nxt = toks[k + 1] if k + 1 < len(toks) else ""
+        prev = toks[k - 1] if k else ""
+        if _object_of(prev):
+            continue  # "Moved to Bristol, loving it": "it" is what is loved
         if t in _OTHER_PERSON or (
             t in _DEMONSTRATIVES and (not nxt or nxt in _DEMONSTRATIVE_VERBS)
         ):
             return ""
     return SELF
+
+
+#: Verbs whose next word is their object, not a subject ("love it", "got them").
+_TRANSITIVE = frozenset(
+    "love hate miss got get make made see saw take took bought sold keep kept found want".split()
+)
+
+
+def _object_of(prev: str) -> bool:
+    """Is a word after ``prev`` its object (a pronoun there is not who the sentence is
+    about)?"""
+    return prev in _TRANSITIVE or (len(prev) > 4 and prev.endswith(("ing", "ed")))
 
 
 def marks_change(toks: list[str]) -> bool:
@@ -351,6 +508,14 @@ def _negated(toks: list[str], k: int) -> bool:
 
 def narrates_past(toks: list[str]) -> bool:
     """Told in the past tense with nothing in the present: an event, not a state."""
-    if any(t in _PRESENT for t in toks):
-        return False
-    return any(t in _PAST or (len(t) > 4 and t.endswith("ed")) for t in toks)
+    return bool(past_verbs(toks)) and not present_words(toks)
+
+
+def past_verbs(toks: list[str]) -> set[str]:
+    """The words of ``toks`` in the past tense (irregular forms, and -ed)."""
+    return {t for t in toks if t in _PAST or (len(t) > 4 and t.endswith("ed"))}
+
+
+def present_words(toks: list[str]) -> set[str]:
+    """The words of ``toks`` that speak of the present ("is", "have", "now", ...)."""
+    return set(toks) & _PRESENT

@@ -126,7 +126,7 @@ class Review:
 
 def assertion(text: str) -> str:
     """The statements of a text: its sentences that are not questions."""
-    return " ".join(s for s in statements.sentences(text) if not s.endswith("?"))
+    return " ".join(s for s in statements.sentences(text) if not statements.is_question(s))
 
 
 def stems(text: str) -> set[str]:
@@ -165,6 +165,8 @@ def slots_in(text: str) -> dict[str, str]:
         before = ""
         for k, t in enumerate([*words, ""]):
             low = t.lower()
+            if low in statements.TITLES:
+                continue  # "Dr. Moreau" and "Dr. Haddad" differ in the name only
             named = t.isdigit() or (
                 k > 0 and t[:1].isupper() and low not in statements.FIRST_PERSON
             )
@@ -304,11 +306,14 @@ class Detector:
         o, n, old = old_f.entry, new_f.entry, old_f.holds
         if old is None or o.scope != n.scope or not _earlier(o, n):
             return None
+        # "My sister Ragna moved to Oslo" is about the Ragna of "My sister Ragna lives in
+        # Bergen", a value the speaker held by naming her
+        subjects = {old.subject, old.reading.named} - {""}
         new = new_f.change
-        if new is not None and new.subject == old.subject:
+        if new is not None and new.subject in subjects:
             return self._marked(old_f, new_f, old, new, vectors)
         state = new_f.state
-        if state is not None and state.subject == old.subject:
+        if state is not None and state.subject in subjects:
             return self._restated(old_f, new_f, old, state)
         return None
 
@@ -369,15 +374,18 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
     readings = [
         statements.read(s, speaker, names)
         for s in statements.sentences(e.original_text)
-        if not s.endswith("?")
+        if not statements.is_question(s)
     ]
 
-    def said(r: Reading) -> _Said:
+    def said(r: Reading, newer: bool = False) -> _Said:
         slots = {v: sl for v, sl in slots_in(r.text).items() if v not in names}  # no speaker
         first = r.text.split(maxsplit=1)[0] if r.text.strip() else ""
+        # As a change, "My colleague Ruth moved" is Ruth's; as a value held, "Leon, my
+        # roommate, cooks" says who the speaker's roommate is.
+        subject = r.named if newer and r.named else speaker if r.subject == SELF else r.subject
         return _Said(
             r,
-            speaker if r.subject == SELF else r.subject,
+            subject,
             frozenset(stems(r.text)),
             tuple(words_of(r.text, slots)),
             frozenset(slots),
@@ -392,8 +400,8 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
     return _Facts(
         e,
         said(holds) if holds else None,
-        said(change) if change else None,
-        said(state) if state and not change else None,
+        said(change, newer=True) if change else None,
+        said(state, newer=True) if state and not change else None,
     )
 
 

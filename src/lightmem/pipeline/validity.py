@@ -16,19 +16,35 @@ from datetime import datetime
 
 from lightmem import validate
 from lightmem.errors import InvalidInputError
+from lightmem.pipeline import statements
+from lightmem.pipeline.supersede import stems
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.timeparse import format_date, parse_timestamp
 from lightmem.types import Filters, MemoryEntry
 
-__all__ = ["Fetch", "about_past", "as_of_filters", "label", "rank", "unsupersede"]
+__all__ = [
+    "Fetch",
+    "about_past",
+    "as_of_filters",
+    "label",
+    "newer_first",
+    "rank",
+    "unsupersede",
+]
 
 #: Words and forms of a question about an earlier state (English).
 _PAST = re.compile(
-    r"\b(before|used to|did \w+ use to|previous(ly)?|formerly|former|originally|at first|"
-    r"first|earlier|in the past|back (then|when|in)|prior|ago|last year|until|"
-    r"(in|during) (19|20)\d\d)\b",
+    r"\b(used to|did \w+ use to|previous(ly)?|formerly|former|originally|at first|"
+    r"(the|her|his|their|my|your|our|'s) first|earlier|in the past|back (then|when|in)|prior|ago|"
+    r"last year|(in|during) (19|20)\d\d)\b"
+    # "before" that asks what came before ("What car did he drive before?", "before
+    # Denver", "before moving"), not a deadline ("book parking before Friday")
+    r"|\bbefore\b(?!\s+(?:the\s+)?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|today|tonight|tomorrow|next|noon|midnight|end|weekend|deadline|\d))",
     re.IGNORECASE,
 )
+_RECENCY_REACH = 2  # how many places a newer statement may pass older ones
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
 
@@ -75,9 +91,12 @@ def rank(
     entries = dict(fetch([i for i, _ in ranked]))
     if as_of is not None:
         ranked = [(i, s) for i, s in ranked if i not in entries or entries[i].current_at(as_of)]
-    stale = [entries[i] for i, _ in ranked if i in entries and not entries[i].current_at(as_of)]
-    if not stale or about_past(question):
+    if about_past(question):
         return list(ranked)
+    ranked = newer_first(ranked, entries, question)
+    stale = [entries[i] for i, _ in ranked if i in entries and not entries[i].current_at(as_of)]
+    if not stale:
+        return ranked
     heads = _heads(fetch, stale, entries, as_of)
     out: list[ScoredId] = []
     placed: set[str] = set()
@@ -90,6 +109,83 @@ def rank(
             out.append((eid, score))
             placed.add(eid)
     return out
+
+
+def newer_first(
+    ranked: Sequence[ScoredId], entries: Mapping[str, MemoryEntry], question: str
+) -> list[ScoredId]:
+    """For a question about the present (in the present tense): a speaker's newer
+    statement moved up past their
+    older ones, at most ``_RECENCY_REACH`` places, when the newer one asserts something
+    of a subject the older one is about (not a plan, question, report or addition) and
+    shares every word of the question the older one shares (or, where the older one
+    shares none, a word with the older one). What the update detector missed ("Our
+    Valencia flat finally has furniture" after "I rent a flat in Nantes") then still
+    comes first, while a statement about another thing the question names ("my bedroom
+    is blue" for "what colour is my kitchen?") does not pass the older one."""
+    if _asks_of_event(question):
+        return list(ranked)
+    asked = _keys(question)
+    out = list(ranked)
+    for k in range(1, len(out)):
+        new = entries.get(out[k][0])
+        if new is None or not new.speaker:
+            continue
+        about = statements.subjects(new.original_text, new.speaker, newer=True)
+        words = _keys(new.original_text)
+        # the highest older statement it may pass within reach, over nothing between that
+        # the question's words favour more than the newer one
+        to = None
+        for i in range(k - 1, max(-1, k - 1 - _RECENCY_REACH), -1):
+            old = entries.get(out[i][0])
+            if old is None:
+                break
+            if _newer_answer(old, new, asked, words, about):
+                to = i
+            elif not asked & _keys(old.original_text) <= words:
+                break
+        if to is not None:  # with the score of the one it passed: scores stay in order
+            out.insert(to, (out.pop(k)[0], out[to][1]))
+    return out
+
+
+def _asks_of_event(question: str) -> bool:
+    """ "When did she go hiking?", "Who went hiking in June?": a question of when or of
+    something done in the past asks of an event, not of what holds now ("Which year was
+    he born?", "What was her e-mail address?" do)."""
+    toks = statements.tokens(question)
+    if toks[:1] == ["when"]:
+        return True
+    done = statements.past_verbs(toks) - {"was", "were", "born", "had"}
+    return bool(done) and not statements.present_words(toks)
+
+
+def _newer_answer(
+    old: MemoryEntry,
+    new: MemoryEntry,
+    asked: frozenset[str],
+    words: frozenset[str],
+    about: frozenset[str],
+) -> bool:
+    """Does ``new`` (of ``words``, asserting something of the subjects ``about``) answer
+    the question (of words ``asked``) instead of ``old``?"""
+    if old.scope != new.scope or old.kind != "entry" or new.kind != "entry":
+        return False
+    if old.speaker != new.speaker or not old.current_at():
+        return False
+    if old.timestamp is None or new.timestamp is None or old.timestamp >= new.timestamp:
+        return False
+    if not about & statements.subjects(old.original_text, old.speaker, newer=False):
+        return False
+    theirs = _keys(old.original_text)
+    shared = asked & theirs
+    return shared <= words if shared else bool(theirs & words)
+
+
+def _keys(text: str) -> frozenset[str]:
+    """Content words cut to six letters past their endings ("intolerance",
+    "intolerant"): how a question's words are found in a statement."""
+    return frozenset(w[:6] for w in stems(text))
 
 
 def _heads(
