@@ -165,7 +165,9 @@ def test_list_update_delete_restore_by_short_id(tmp_path: Path) -> None:
     assert up.returncode == 0 and up.stdout.startswith(f"Updated [{short}] to version 2"), up
     assert "Maya runs 5k now." in run("--store", store, "list", "--limit", "50").stdout
     gone = run("--store", store, "--user-id", "maya", "delete", short)
-    assert gone.stdout.startswith(f"Deleted [{short}]; undo with: lightmem restore {short}")
+    assert gone.stdout.startswith(
+        f"Deleted [{short}]; undo with: lightmem --store {store} --user-id maya restore {short}"
+    )
     full_id = gone.stdout.split()[-1]
     assert "Maya runs 5k now." not in run("--store", store, "list", "--limit", "50").stdout
     back = run("--store", store, "--user-id", "maya", "restore", full_id, "--version", "2")

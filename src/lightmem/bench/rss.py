@@ -12,7 +12,7 @@ its peak RSS and whether every message of the request is retrievable afterwards.
   killed mid-extraction) is opened by a fresh server whose next add extracts them.
 
 ``lightmem bench rss`` prints the JSON: peak RSS per case, its ratio to the baseline, the
-time taken and the share of messages retrievable.
+time taken and the share of messages retrievable; it exits 1 when a case's child failed.
 """
 
 from __future__ import annotations
@@ -190,8 +190,12 @@ def run(cases: Sequence[str] = CASES, *, limit_gb: float = 4.0) -> dict[str, Any
         if base and "peak_rss_mb" in r:
             r["peak_vs_baseline"] = round(r["peak_rss_mb"] / base, 2)
     out["cases"] = rows
+    # A case whose child failed measured nothing: it counts against both verdicts.
+    out["failed"] = sum("failed" in r for r in rows)
     out["all_under_1gb"] = all("peak_rss_mb" in r and r["peak_rss_mb"] < 1024 for r in rows)
-    out["all_retrievable"] = all(r.get("retrievable") == r.get("messages") for r in rows)
+    out["all_retrievable"] = all(
+        "failed" not in r and r["retrievable"] == r["messages"] for r in rows
+    )
     return out
 
 

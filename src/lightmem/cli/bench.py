@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lightmem.cli.args import count, load_config
+from lightmem.cli.serve import require_server_extra
 from lightmem.config import build_llm, parse_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import Ledger
@@ -154,6 +155,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.bench == "serve":
         from lightmem.bench import serve as serve_bench
 
+        require_server_extra("lightmem bench serve", "httpx")
         result = serve_bench.run(
             memories=args.memories,
             clients=args.clients,
@@ -221,8 +223,10 @@ def run_bench(args: argparse.Namespace) -> int:
 
         if not 0.5 <= args.as_limit_gb <= 64:
             raise InvalidInputError("--as-limit-gb: expected a number in [0.5, 64]")
-        print(json.dumps(rss.run(args.case or rss.CASES, limit_gb=args.as_limit_gb), indent=2))
-        return 0
+        require_server_extra("lightmem bench rss", "httpx")  # each case serves REST
+        report = rss.run(args.case or rss.CASES, limit_gb=args.as_limit_gb)
+        print(json.dumps(report, indent=2))
+        return 1 if report["failed"] else 0
     if args.local_gguf:
         with cost.local_model(args.local_gguf, context_tokens=args.context_tokens) as (local, n):
             return _bench_llm(args, local, n)

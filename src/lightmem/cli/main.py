@@ -66,7 +66,11 @@ def _parser() -> argparse.ArgumentParser:
 
     s = _memory_command(sub, "search", "retrieve memories for a query, best first")
     s.add_argument("query")
-    s.add_argument("--limit", type=count(1), default=10)
+    s.add_argument(
+        "--limit",
+        type=count(1),
+        help="at most this many (default: --config's retrieval.limit, else 10)",
+    )
     s.add_argument("--mode", choices=["embedding", "context", "hybrid", "hierarchical"])
     s.add_argument("--budget-tokens", type=count(1))
     s.add_argument("--speaker")
@@ -157,15 +161,36 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The exit status of a process killed by SIGPIPE (128 + 13), what ``ls | head`` gives ``ls``.
+_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        args = _parser().parse_args(argv)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a reader that went away (``| head``) shows here, not at exit
+        return code
     except LightMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return _BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered
+    does not fail again (and print a traceback) on the closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -193,6 +218,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from lightmem.cli import serve
 
         return serve.dispatch(args)
+    memory_commands.check_args(args)
     with LightMemory.from_config(load_config(args)) as mem:
         return memory_commands.run(mem, args, sys.stdout)
 

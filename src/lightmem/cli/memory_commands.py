@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from lightmem.cli.args import global_options
 from lightmem.cli.output import (
     print_entries,
     print_entry,
@@ -24,7 +25,7 @@ from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
 from lightmem.pipeline.messages import assign_ids
 
-__all__ = ["resolve_id", "run", "scope_of"]
+__all__ = ["check_args", "resolve_id", "run", "scope_of"]
 
 #: Sorts undated memories last.
 _LAST = datetime.max.replace(tzinfo=UTC)
@@ -34,6 +35,21 @@ _PAGE = 1000
 
 def scope_of(args: argparse.Namespace) -> dict[str, Any]:
     return {"user_id": args.user_id, "agent_id": args.agent_id, "run_id": args.run_id}
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse what is wrong with the arguments alone, before the store is opened: opening
+    creates a store file that does not exist yet (``add`` and ``purge`` may do that)."""
+    if args.command != "purge":
+        return
+    if args.node is not None and args.id is not None:
+        raise InvalidInputError("--node: give an entry id or --node, not both")
+    if args.id is None and args.node is None and all(v is None for v in scope_of(args).values()):
+        # The library's field name and refusal, raised before the store is opened.
+        raise InvalidInputError(
+            "entry_id: give an id, --node NODE_ID, or a scope to erase "
+            "(--user-id / --agent-id / --run-id)"
+        )
 
 
 def run(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
@@ -176,7 +192,11 @@ def _cmd_update(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_delete(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     entry = mem.delete(resolve_id(mem, args.id, scope), **scope)
-    line = f"Deleted [{short_id(entry.id)}]; undo with: lightmem restore {entry.id}"
+    # The full id (a deleted memory's short id is refused) and the options that reached it.
+    line = (
+        f"Deleted [{short_id(entry.id)}]; undo with: "
+        f"lightmem {global_options(args)} restore {entry.id}"
+    )
     return _emit(out, args, {"deleted": entry.id}, line)
 
 
@@ -190,8 +210,6 @@ def _cmd_restore(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int
 def _cmd_purge(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     if args.node is not None:
-        if args.id is not None:
-            raise InvalidInputError("--node: give an entry id or --node, not both")
         agent = FluxMemAgent.on_store(mem.store, mem.embedder, **scope)
         report = agent.purge(args.node)
     else:

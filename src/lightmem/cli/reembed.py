@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from lightmem.cli.args import count, load_config
+from lightmem.cli.args import count, load_config, names_store
 from lightmem.config import EMBEDDERS, Settings, build_embedder, build_store, parse_config
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import Ledger
@@ -72,7 +72,7 @@ def _target(args: argparse.Namespace, current: Settings) -> Settings:
     if "text_embedder" not in cfg:
         raise InvalidInputError(f"--config: {path} has no text_embedder section")
     target = parse_config(cfg)
-    if ("store" in cfg or "embedding_retriever" in cfg) and _where(target) != _where(current):
+    if names_store(cfg) and _where(target) != _where(current):
         raise InvalidInputError(
             f"--config: {path} names another store ({_where(target)}) than the one "
             f"re-embedded ({_where(current)})"

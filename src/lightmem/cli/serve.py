@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -11,17 +12,37 @@ from pathlib import Path
 from lightmem.cli.args import load_config, read_config
 from lightmem.errors import BackendError, InvalidInputError
 
-__all__ = ["dispatch"]
+__all__ = ["SERVER_MODULES", "dispatch", "require_server_extra"]
+
+#: The modules the ``server`` extra installs (pyproject.toml); the servers and the server
+#: benchmarks need them all.
+SERVER_MODULES = ("fastapi", "uvicorn", "fastmcp", "threadpoolctl")
+
+
+def require_server_extra(what: str, *also: str) -> None:
+    """Refuse to start ``what`` when a module of the ``server`` extra (or one of ``also``) is
+    missing, with the pip line, rather than fail on an import halfway through."""
+    missing = [m for m in (*SERVER_MODULES, *also) if not _importable(m)]
+    if missing:
+        raise BackendError(
+            f"{what} needs: pip install 'lightmem[server]' (not installed: {', '.join(missing)})"
+        )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it; a broken module entry
+        return False
 
 
 def dispatch(args: argparse.Namespace) -> int:
     """``keys``, ``serve`` and ``mcp``. The HTTP servers keep each tenant's store under
     ``--data-dir`` (or ``--dsn``): a ``--store``, or a ``--config`` naming a store, is refused
     (by :class:`TenantPool`) rather than ignored; ``mcp`` over stdio serves the ``--store``."""
-    try:
-        from lightmem.server.tenancy import TenantPool, check_server_config
-    except ImportError as exc:  # pragma: no cover - without the extra
-        raise BackendError("serving needs: pip install 'lightmem[server]'") from exc
+    # The key registry needs no server package: ``keys`` works on a core install.
+    from lightmem.server.tenancy import TenantPool, check_server_config
+
     dsn = args.dsn or os.environ.get("LIGHTMEM_PG_DSN") or None
     if args.command == "keys":
         if dsn is None:
@@ -37,6 +58,7 @@ def dispatch(args: argparse.Namespace) -> int:
             keys.revoke(args.prefix)
             print(json.dumps({"revoked": args.prefix}))
         return 0
+    require_server_extra(f"lightmem {args.command}")
     import uvicorn
 
     from lightmem.server.access_log import log_config
