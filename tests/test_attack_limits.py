@@ -1,0 +1,109 @@
+"""Work bounded against hostile input on the LLM path and in retrieval by time: the time of
+a fact is looked for among the first times of its turns, not in the whole turn, once per
+batch and not once per fact; a question's times are kept distinct and capped; and a model
+reply nested too deep to parse is a bad reply like any other, never a raw RecursionError."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import openai  # noqa: F401  (imported here, so the first LLM test's time is its own)
+import pytest
+
+from conftest import llm_config
+from lightmem import LightMemory
+from lightmem import timeresolve as tr
+from lightmem.pipeline.extract_llm import TIME_HINTS
+from lightmem.testing import OpenAIStubServer, ScriptedLLM
+from lightmem.timespan import TimeSpan, day_span
+
+SAID = "2024-03-02T10:00:00+00:00"
+
+
+class _Counter:
+    n = 0
+
+
+@pytest.fixture
+def mentions(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Counter]]:
+    """Counts the time mentions the rules resolve, whichever entry point reads them."""
+
+    class Counted(tr.Mention):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            _Counter.n += 1
+            super().__init__(*args, **kwargs)
+
+    _Counter.n = 0
+    monkeypatch.setattr(tr, "Mention", Counted)
+    yield _Counter
+
+
+@pytest.fixture
+def mem(stub: OpenAIStubServer, store_path: Path) -> Iterator[LightMemory]:
+    with LightMemory.from_config({**llm_config(stub, store_path), "pre_compress": False}) as m:
+        yield m
+
+
+def _add(
+    mem: LightMemory,
+    llm: ScriptedLLM,
+    turn: str,
+    content: str,
+    facts: int,
+    time: str,
+    counter: type[_Counter],
+    timestamp: str | None = SAID,
+) -> tuple[int, list[TimeSpan | None]]:
+    """The mentions read while ``turn`` is added, the model answering ``facts`` facts that
+    cite it with ``time``, and the facts' times."""
+    llm.queue(
+        json.dumps(
+            {
+                "facts": [
+                    {"fact": f"{turn} {i}", "source_ids": [turn], "time": time}
+                    for i in range(facts)
+                ]
+            }
+        )
+    )
+    message: dict[str, Any] = {"id": turn, "content": content}
+    if timestamp:
+        message["timestamp"] = timestamp
+    counter.n = 0
+    mem.add_memory(message, force_extract=True)
+    read = counter.n
+    got = [e for e in mem.list_entries() if e.text.startswith(f"{turn} ")]
+    assert len(got) == facts
+    return read, [e.event_time for e in got]
+
+
+# -- finding 1: the words of a model's time are looked for in a bounded part of the turn -----
+def test_a_dated_fact_reads_no_more_of_a_long_turn_than_a_short_one(
+    mem: LightMemory, llm: ScriptedLLM, mentions: type[_Counter]
+) -> None:
+    # a date the model inferred, which no phrase of the turn names: every phrase is a miss
+    short, times = _add(mem, llm, "s", "May 3 " * 40, 3, "2001-01-01", mentions)
+    long, _ = _add(mem, llm, "l", "May 3 " * 400, 3, "2001-01-01", mentions)
+    assert TIME_HINTS <= long == short  # unbounded, the 10x turn read 3 x 360 mentions more
+    assert all(t is not None and t.phrase == "2001-01-01" for t in times)
+    assert all(t is not None and t.same_days(day_span(date(2001, 1, 1))) for t in times)
+    # an ordinary turn keeps its choice: the words the model's date was said in, among
+    # the times the prompt hinted
+    content = "Then May 3 came. " * (TIME_HINTS - 2) + "I ran a marathon last Saturday."
+    _, times = _add(mem, llm, "a", content, 1, "2024-02-24", mentions)
+    assert times[0] is not None and times[0].phrase == "last Saturday"
+    assert times[0].same_days(day_span(date(2024, 2, 24)))
+
+
+def test_an_undated_turn_is_resolved_once_per_batch_not_once_per_fact(
+    mem: LightMemory, llm: ScriptedLLM, mentions: type[_Counter]
+) -> None:
+    # undated, "May 3" is no day, so the rules read the whole turn looking for one
+    one, _ = _add(mem, llm, "o", "May 3 " * 200, 1, "", mentions, None)
+    four, times = _add(mem, llm, "f", "May 3 " * 200, 4, "", mentions, None)
+    assert 200 <= four == one  # once per fact, four facts read the turn three more times
+    assert times == [None] * 4
