@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from conftest import llm_config
 from lightmem import LightMemory
 from lightmem import timeresolve as tr
 from lightmem.pipeline.extract_llm import TIME_HINTS
+from lightmem.pipeline.time_match import MAX_QUERY_TIMES, TimeQuery
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
 from lightmem.timespan import TimeSpan, day_span
 
@@ -107,3 +108,40 @@ def test_an_undated_turn_is_resolved_once_per_batch_not_once_per_fact(
     four, times = _add(mem, llm, "f", "May 3 " * 200, 4, "", mentions, None)
     assert 200 <= four == one  # once per fact, four facts read the turn three more times
     assert times == [None] * 4
+
+
+# -- finding 2: a question's times are distinct and capped ---------------------------------
+def test_a_question_repeating_a_date_keeps_it_once() -> None:
+    q = TimeQuery.of("When did I go out on 3 May 2023? " * 500)
+    assert [(s.start, s.end) for s in q.spans if isinstance(s, TimeSpan)] == [
+        (date(2023, 5, 3), date(2023, 5, 3))
+    ]
+    assert q.asks_when
+
+
+def test_a_question_naming_many_dates_keeps_the_first_few(mentions: type[_Counter]) -> None:
+    def question(n: int) -> str:
+        days = (date(2023, 1, 1) + timedelta(days=i) for i in range(n))
+        return "Was it on " + ", ".join(f"{d.day} {d:%B %Y}" for d in days) + "?"
+
+    q = TimeQuery.of(question(10 * MAX_QUERY_TIMES))
+    assert len(q.spans) == MAX_QUERY_TIMES
+    assert q.spans == TimeQuery.of(question(MAX_QUERY_TIMES)).spans  # the first ones
+    mentions.n = 0
+    TimeQuery.of(question(100 * MAX_QUERY_TIMES))
+    assert mentions.n == MAX_QUERY_TIMES  # and the rest of the text is not resolved
+
+
+def test_retrieval_lifts_the_first_dates_a_question_names(tmp_path: Path) -> None:
+    turns = [
+        {"id": "m1", "content": "We painted the fence.", "timestamp": "2023-05-03T10:00"},
+        {"id": "m2", "content": "We painted the garage.", "timestamp": "2023-07-09T10:00"},
+    ]
+    others = ", ".join(f"{d} June 2023, {d} August 2023" for d in range(1, 21))  # 40 days
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "s.db")}}) as mem:
+        mem.add_memory(turns, force_extract=True)
+        for first, then, lifted in (("9 July", "3 May", "m2"), ("3 May", "9 July", "m1")):
+            q = f"What did we paint on {first} 2023, {others} or {then} 2023?"
+            assert len(TimeQuery.of(q).spans) == MAX_QUERY_TIMES
+            got = mem.retrieve(q, limit=2)
+            assert got[0].source_ids == (lifted,)  # the date past the cap lifts nothing
