@@ -6,6 +6,7 @@ reply nested too deep to parse is a bad reply like any other, never a raw Recurs
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -17,7 +18,11 @@ import pytest
 from conftest import llm_config
 from lightmem import LightMemory
 from lightmem import timeresolve as tr
-from lightmem.pipeline.extract_llm import TIME_HINTS
+from lightmem.errors import LightMemError
+from lightmem.ledger import Ledger
+from lightmem.llm import OpenAIChatClient
+from lightmem.llm.base import UnusableOutputError
+from lightmem.pipeline.extract_llm import FALLBACK, TIME_HINTS
 from lightmem.pipeline.time_match import MAX_QUERY_TIMES, TimeQuery
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
 from lightmem.timespan import TimeSpan, day_span
@@ -145,3 +150,39 @@ def test_retrieval_lifts_the_first_dates_a_question_names(tmp_path: Path) -> Non
             assert len(TimeQuery.of(q).spans) == MAX_QUERY_TIMES
             got = mem.retrieve(q, limit=2)
             assert got[0].source_ids == (lifted,)  # the date past the cap lifts nothing
+
+
+# -- finding 4: a reply nested too deep to parse is an unusable answer ----------------------
+def _deep() -> str:
+    depth = 10 * sys.getrecursionlimit()
+    return '{"facts": ' + "[" * depth + "]" * depth + "}"
+
+
+def test_a_too_deep_reply_is_repaired_then_falls_back(
+    llm: ScriptedLLM, stub: OpenAIStubServer, store_path: Path
+) -> None:
+    llm.queue(_deep(), _deep(), _deep())
+    with LightMemory.from_config(llm_config(stub, store_path)) as mem:
+        mem.add_memory({"id": "a", "content": "I love jazz."}, force_extract=True)
+        entries = mem.list_entries(filters={"kind": "entry"})
+        assert [e.metadata["extractor"] for e in entries] == [FALLBACK]
+        assert mem.stats()["messages_pending"] == 0
+    bodies = [b for b in stub.counters.bodies if "messages" in b]
+    assert len(bodies) == 3  # two repair rounds, as for any other bad reply
+    assert "nested too deeply" in bodies[1]["messages"][-1]["content"]
+
+
+def test_a_too_deep_reply_is_an_unusable_output_for_every_caller(
+    llm: ScriptedLLM, stub: OpenAIStubServer
+) -> None:
+    llm.queue(_deep(), _deep())
+    client = OpenAIChatClient(
+        "stub", base_url=stub.base_url, api_key="k", ledger=Ledger(), json_repairs=1
+    )
+    with pytest.raises(UnusableOutputError, match="nested too deeply") as info:
+        client.complete_json([{"role": "user", "content": "hi"}], lambda o: o, op="probe")
+    assert isinstance(info.value, LightMemError)
+    llm.queue(_deep(), '{"ok": true}')
+    assert client.complete_json([{"role": "user", "content": "hi"}], lambda o: o, op="probe") == {
+        "ok": True
+    }
