@@ -245,3 +245,7 @@ def _loads(text: str) -> Any:
         return json.loads(s)
     except ValueError as exc:
         raise InvalidReply(f"not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        # json's decoder recurses per bracket: a reply nested about 1,000 deep is as
+        # unusable as a syntax error, and must take the same repair and fallback path
+        raise InvalidReply("not valid JSON (nested too deeply)") from exc

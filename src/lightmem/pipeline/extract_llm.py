@@ -25,7 +25,7 @@ from lightmem.sanitize import inline
 from lightmem.store.base import BufferedMessage
 from lightmem.text import estimate_tokens
 from lightmem.timeparse import format_date
-from lightmem.timeresolve import find_times, iter_times, resolve
+from lightmem.timeresolve import Mention, find_times, resolve
 from lightmem.timespan import TimeSpan, parse_iso_span
 from lightmem.types import MemoryEntry, Message
 
@@ -43,16 +43,27 @@ TIME_HINTS = 16
 
 @dataclass(frozen=True, slots=True)
 class _Turn:
-    """A turn in a batch: its message, its segment and row there, and the prompt text."""
+    """A turn in a batch: its message, its segment and row there, the prompt text, and
+    the first :data:`TIME_HINTS` times it names (read once: the prompt is built again for
+    every packing test, and every fact citing the turn looks for its time's words there)."""
 
     buffered: BufferedMessage
     segment: Segment
     row: int
     text: str
+    times: tuple[Mention, ...]
 
     @property
     def id(self) -> str:
         return self.buffered.message.id
+
+
+def _hint(t: _Turn) -> str:
+    """The times a turn names, resolved by the rules, for the model to check and use."""
+    pairs = "; ".join(
+        f"{inline(x.phrase)} = {x.span.iso()}" for x in t.times if isinstance(x.span, TimeSpan)
+    )
+    return f" [times: {pairs}]" if pairs else ""
 
 
 class LLMMemoryManager:
@@ -141,7 +152,7 @@ class LLMMemoryManager:
                 t.id,
                 t.buffered.message.speaker,
                 format_date(t.buffered.message.timestamp),
-                t.text + self._hint(t.buffered.message),
+                t.text + _hint(t),
             )
             for t in batch
         ]
@@ -154,16 +165,11 @@ class LLMMemoryManager:
             output = extract_event_schema.output(ids, max(1, (n + 2) // 3), limit)
         return extract_flat.build(lines, self._system), output
 
-    def _hint(self, m: Message) -> str:
-        """The times a turn names, resolved by the rules, for the model to check and use."""
+    def _times(self, m: Message) -> tuple[Mention, ...]:
+        """The first :data:`TIME_HINTS` times a turn names (none without ``resolve_time``)."""
         if not self._resolve_time:
-            return ""
-        pairs = "; ".join(
-            f"{inline(x.phrase)} = {x.span.iso()}"
-            for x in find_times(m.content, m.timestamp, limit=TIME_HINTS)
-            if isinstance(x.span, TimeSpan)
-        )
-        return f" [times: {pairs}]" if pairs else ""
+            return ()
+        return tuple(find_times(m.content, m.timestamp, limit=TIME_HINTS))
 
     def _fits(self, batch: Sequence[_Turn]) -> bool:
         return self.client.fits(*self._request(batch))
@@ -175,7 +181,7 @@ class LLMMemoryManager:
         size = 0
         for seg in segments:
             kept = [
-                _Turn(b, seg, row, b.compressed)
+                _Turn(b, seg, row, b.compressed, self._times(b.message))
                 for row, b in enumerate(seg.messages)
                 if self._roles is None or b.message.role in self._roles
             ]
@@ -350,6 +356,7 @@ class _FactBuilder:
         self._new_id = new_id
         self._now = now
         self._resolve = resolve_time
+        self._resolved: dict[str, TimeSpan | None] = {}
         self.unread_times = 0
 
     def time(
@@ -361,7 +368,13 @@ class _FactBuilder:
     ) -> TimeSpan | None:
         """The model's ISO time (with the words the text or a turn said it in, where the
         rules read the same days there: "last week", so the context can word it as said;
-        else the ISO text); else the rules on ``text`` and then on each turn."""
+        else the ISO text); else the rules on ``text`` and then on each turn (``turns`` are
+        turns of the batch).
+
+        The words are looked for among the first :data:`TIME_HINTS` times of the text and
+        of each turn, the ones the prompt showed the model beside the turn, and a turn is
+        read once per batch however many facts cite it: so the work per fact does not grow
+        with the length of its turns (a long turn full of dates made one add take minutes)."""
         if not self._resolve:
             return None
         anchor = next((a for a in anchors if a is not None), None)
@@ -371,24 +384,29 @@ class _FactBuilder:
                 # only words said on the entry's own day: the context words the span
                 # relative to that day, so a phrase said on another meant other days there
                 said_day = anchor.date() if anchor is not None else None
-                readings = [(text, anchor)] + [
-                    (m.content, m.timestamp)
+                readings = [find_times(text, anchor, limit=TIME_HINTS) if text else []] + [
+                    self._turns[m.id].times
                     for m in turns
                     if m.timestamp is not None and m.timestamp.date() == said_day
                 ]
                 said = (
                     x.phrase
-                    for t, at in readings
-                    if t
-                    for x in iter_times(t, at)
+                    for times in readings
+                    for x in times
                     if isinstance(x.span, TimeSpan) and x.span.same_days(span)
                 )
                 return span.with_phrase(next(said, stated))
             self.unread_times += 1
         found = resolve(text, anchor) if text else None
         for m in turns:
-            found = found or resolve(m.content, m.timestamp)
+            found = found or self._resolve_turn(m)
         return found
+
+    def _resolve_turn(self, m: Message) -> TimeSpan | None:
+        """The rules' time of a turn, read once per batch."""
+        if m.id not in self._resolved:
+            self._resolved[m.id] = resolve(m.content, m.timestamp)
+        return self._resolved[m.id]
 
     def messages(self, ids: Sequence[str]) -> list[Message]:
         """The turns of ``ids``, in the batch's order."""

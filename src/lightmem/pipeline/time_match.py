@@ -3,9 +3,10 @@ or asks when something happened lifts the memories whose time fits it.
 
 An entry's time is its resolved ``event_time`` when it has one, else the day it was said.
 A question's times are the absolute expressions :func:`lightmem.timeresolve.find_times`
-reads in it (a month or day without a year fits that month or day in any year). The lift
-is added to the fused reciprocal-rank score: ``weight / k`` for an entry whose time overlaps
-one the question names, half that, for a "when" question, for an entry that states a time
+reads in it (a month or day without a year fits that month or day in any year): each
+distinct time once, the first :data:`MAX_QUERY_TIMES` of them. The lift is added to the
+fused reciprocal-rank score: ``weight / k`` for an entry whose time overlaps one the
+question names, half that, for a "when" question, for an entry that states a time
 of its own.
 """
 
@@ -16,11 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lightmem.store.values import ScoredId
-from lightmem.timeresolve import Resolved, find_times
+from lightmem.timeresolve import Resolved, iter_times
 from lightmem.timespan import TimeSpan, YearlessSpan, day_span
 from lightmem.types import MemoryEntry
 
-__all__ = ["TimeQuery", "entry_time", "lift"]
+__all__ = ["MAX_QUERY_TIMES", "TimeQuery", "entry_time", "lift"]
+
+#: Distinct times of a question the lift compares each candidate with, at most (see
+#: :meth:`TimeQuery.of`).
+MAX_QUERY_TIMES = 32
 
 _WHEN = re.compile(
     r"\b(?:when|what\s+(?:date|day|month|year|time)|which\s+(?:date|day|month|year)"
@@ -38,7 +43,22 @@ class TimeQuery:
 
     @classmethod
     def of(cls, question: str) -> TimeQuery:
-        return cls(tuple(m.span for m in find_times(question)), bool(_WHEN.search(question)))
+        """The distinct times ``question`` names (the same days said twice are one), and
+        whether it asks when.
+
+        Only the first :data:`MAX_QUERY_TIMES` (32) distinct times are kept, and the text
+        is read no further. Why: the lift compares every candidate with every time, so
+        without a cap a 100,000-character question naming 16,000 times held a core for tens
+        of seconds per call; a real question names one or two times ("in May 2023",
+        "between March and June"), and one naming dozens is a pasted list, not a question
+        about a time."""
+        spans: dict[object, Resolved] = {}
+        for m in iter_times(question):
+            q = m.span
+            spans.setdefault((q.start, q.end) if isinstance(q, TimeSpan) else q, q)
+            if len(spans) == MAX_QUERY_TIMES:
+                break
+        return cls(tuple(spans.values()), bool(_WHEN.search(question)))
 
     @property
     def active(self) -> bool:
