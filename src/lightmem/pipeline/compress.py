@@ -6,14 +6,21 @@ import copy
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from lightmem import lang as L
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
-from lightmem.text import NEGATIONS, QUANTITIES, STOPWORDS, WORD_RE, estimate_tokens
+from lightmem.text import (
+    NEGATIONS,
+    QUANTITIES,
+    STOPWORDS,
+    WORD_RE,
+    content_terms,
+    estimate_tokens,
+)
 
 __all__ = ["Compressor", "EntropyCompressor", "LLMLingua2Compressor", "NoCompressor"]
 
@@ -102,10 +109,14 @@ class EntropyCompressor:
         spans = list(_words_with_starts(text))
         if not spans:
             return text.strip()
-        toks = [t for t, _ in spans]
-        forced = [_forced(t, initial) for t, initial in spans]
+        toks = [t for t, _, _ in spans]
+        forced = [_forced(t, initial) for t, initial, _ in spans]
         keep_n = max(1, math.ceil(self.rate * len(toks)))
-        return self._keep(toks, forced, max(0, keep_n - sum(forced)))
+        budget = max(0, keep_n - sum(forced))
+        scope = _negated(toks, [brk for _, _, brk in spans])
+        out = self._keep(toks, [f or k in scope for k, f in enumerate(forced)], budget, scope)
+        # a turn of common words only ("OK", "I am.", "Not now") has nothing to drop
+        return out if _has_content(out) else text.strip()
 
     def cut(self, text: str, keep: frozenset[str] = frozenset()) -> str:
         """Shorten a memory's stored text to its names, numbers and negations and the
@@ -126,30 +137,88 @@ class EntropyCompressor:
         out = self._keep(words, forced, max(2, math.ceil(self.rate * others)))
         return out if out and estimate_tokens(out) < estimate_tokens(text) else text
 
-    def _keep(self, toks: list[str], forced: list[bool], budget: int) -> str:
-        """The forced words and the ``budget`` rarest others, in their original order."""
+    def _keep(
+        self,
+        toks: list[str],
+        forced: list[bool],
+        budget: int,
+        scope: Mapping[int, bool] | None = None,
+    ) -> str:
+        """The forced words and the ``budget`` rarest others, in their original order; a
+        word of ``scope`` mapped to True closes a negation's scope at a clause break, which
+        a comma marks when more words follow ("don't drink coffee, herbal tea")."""
         ranked = sorted(
             (i for i in range(len(toks)) if not forced[i] and toks[i].lower() not in STOPWORDS),
             key=lambda i: -self.surprisal(toks[i]),
         )
         chosen = set(ranked[:budget])
-        return " ".join(t for i, t in enumerate(toks) if forced[i] or i in chosen)
+        kept = [i for i in range(len(toks)) if forced[i] or i in chosen]
+        scope = scope or {}
+        return " ".join(
+            toks[i] + ("," if scope.get(i) and n + 1 < len(kept) else "")
+            for n, i in enumerate(kept)
+        )
 
 
 _SPACES = re.compile(r"\s+")
 _SKIP_BEFORE = " \t\"'“‘("
 
 
-def _words_with_starts(text: str) -> Iterator[tuple[str, bool]]:
-    """Each word and whether it opens a sentence, in one pass (only the gap since the
-    previous word is looked at, so a 1,000,000-character message stays linear)."""
+def _words_with_starts(text: str) -> Iterator[tuple[str, bool, bool]]:
+    """Each word, whether it opens a sentence and whether a clause break (punctuation)
+    comes right after it, in one pass (only the gap between two words is looked at, so a
+    1,000,000-character message stays linear)."""
     prev_end = 0
+    word, initial = "", True
     for m in WORD_RE.finditer(text):
-        gap = text[prev_end : m.start()].rstrip(_SKIP_BEFORE)
+        raw = text[prev_end : m.start()]
+        if word:
+            yield word, initial, bool(_BREAK.search(raw))
+        gap = raw.rstrip(_SKIP_BEFORE)
         # with no gap, either nothing or a word comes right before it
         initial = gap[-1] in ".!?\n" if gap else prev_end == 0
-        yield m.group(), initial
+        word = m.group()
         prev_end = m.end()
+    if word:
+        yield word, initial, True
+
+
+#: What ends a clause between two words (and with it the reach of a negation).
+_BREAK = re.compile(r"[,;:.!?\n()\u2013\u2014]|\s-\s")
+#: Content words a negation keeps after it: the predicate it negates and its object
+#: ("don't drink coffee", "isn't a big fan": fan), not the rest of a long clause.
+_NEGATED_WORDS = 3
+
+
+def _is_negation(word: str) -> bool:
+    low = word.lower().replace("\u2019", "'")
+    return low in NEGATIONS or low.endswith("n't")
+
+
+def _negated(toks: list[str], breaks: list[bool]) -> dict[int, bool]:
+    """The content words each negation applies to (up to :data:`_NEGATED_WORDS`, within its
+    clause), each mapped to whether it is the last one before a clause break: kept with
+    the negation, since "don't" without "coffee" says nothing and "don't herbal tea"
+    says the opposite."""
+    out: dict[int, bool] = {}
+    for k, tok in enumerate(toks):
+        if not _is_negation(tok) or breaks[k]:
+            continue
+        taken: list[int] = []
+        for j in range(k + 1, len(toks)):
+            if not _is_negation(toks[j]) and toks[j].lower() not in STOPWORDS:
+                out[j] = False
+                taken.append(j)
+            if breaks[j] or len(taken) == _NEGATED_WORDS:
+                if taken and breaks[j]:
+                    out[taken[-1]] = True
+                break
+    return out
+
+
+def _has_content(text: str) -> bool:
+    """Whether ``text`` holds a word other than stopwords and negations."""
+    return any(not _is_negation(w) for w in content_terms(text))
 
 
 def _compress_uncased(text: str, lang: L.Lang) -> str:
@@ -186,7 +255,7 @@ def _needs_space(before: str, tok: L.Token) -> bool:
 def _forced(tok: str, sentence_initial: bool) -> bool:
     """Numbers, quantities, negations and names are kept whatever their frequency."""
     low = tok.lower()
-    if tok[0].isdigit() or low in NEGATIONS or low in QUANTITIES:
+    if tok[0].isdigit() or _is_negation(tok) or low in QUANTITIES:
         return True
     if low in STOPWORDS:
         return False

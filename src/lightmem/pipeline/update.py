@@ -13,11 +13,12 @@ import numpy.typing as npt
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError
 from lightmem.ledger import UsageRecord
+from lightmem.pipeline import statements
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.provisional import is_provisional
-from lightmem.text import content_terms
+from lightmem.text import NEGATIONS, content_terms
 from lightmem.types import Filters, MemoryEntry, Scope
 
 __all__ = [
@@ -31,10 +32,14 @@ __all__ = [
     "UpdateReport",
     "Updater",
     "build_queue",
+    "chronological",
     "nearest_earlier",
     "nearest_stored",
+    "restated",
     "run_update",
+    "said_before",
     "scope_entries",
+    "scope_queue",
 ]
 
 log = logging.getLogger("lightmem.update")
@@ -55,10 +60,13 @@ class UpdateAction:
 
 @dataclass(frozen=True, slots=True)
 class UpdateItem:
-    """A newer entry and the earlier entries (with similarity) that may overlap it."""
+    """A newer entry and the earlier entries (with similarity) that may overlap it;
+    ``decided``: in a review item, the ids among them that this pass already gave
+    :meth:`Updater.decide` with this newer entry."""
 
     newer: MemoryEntry
     candidates: tuple[tuple[MemoryEntry, float], ...]
+    decided: frozenset[str] = frozenset()
 
 
 class Updater(Protocol):
@@ -75,8 +83,7 @@ class Updater(Protocol):
 
     def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         """Supersessions among ``items`` (newer entries oldest first, each with its nearest
-        earlier entries, see :func:`nearest_earlier`); [] for an updater that decides
-        supersessions in :meth:`decide`."""
+        earlier entries whatever their similarity, see :func:`nearest_earlier`)."""
 
 
 #: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
@@ -98,11 +105,15 @@ def build_queue(
     top_k: int,
     keep_top_n: int,
     block: int = 512,
+    times: Sequence[float | None] | None = None,
 ) -> dict[str, list[ScoredId]]:
     """For each entry, its most similar *earlier* entries of the same group (scope).
 
-    ``ids``/``matrix`` rows are in insertion order. Work is done in numpy blocks, so 10k
-    entries take well under a second; memory is O(block x n).
+    ``ids``/``matrix`` rows are in insertion order; ``times`` (seconds, None for an entry
+    without a timestamp) are when each was said. Of two entries with a time, the one said
+    first is the earlier, whichever was stored first (a backlog imported newest first);
+    otherwise, and at equal times, the one stored first. Work is done in numpy blocks, so
+    10k entries take well under a second; memory is O(block x n).
     """
     for name, value, cap in (
         ("top_k", top_k, MAX_TOP_K),
@@ -115,13 +126,19 @@ def build_queue(
         return {}
     keep = min(top_k, keep_top_n)
     g = np.asarray(groups, dtype=object)
+    t = np.array([np.nan if x is None else x for x in times or [None] * n], dtype=np.float64)
+    if len(t) != n:
+        raise InvalidInputError(f"times: expected {n} values (one per id), got {len(t)}")
     queue: dict[str, list[ScoredId]] = {}
     cols = np.arange(n)
     for start in range(0, n, block):
         stop = min(n, start + block)
         sims = matrix[start:stop] @ matrix.T
         rows = np.arange(start, stop)
-        invalid = (cols[None, :] >= rows[:, None]) | (g[None, :] != g[start:stop, None])
+        t_row, t_col = t[start:stop, None], t[None, :]
+        by_time = ~np.isnan(t_row) & ~np.isnan(t_col) & (t_row != t_col)
+        earlier = np.where(by_time, t_col < t_row, cols[None, :] < rows[:, None])
+        invalid = ~earlier | (g[None, :] != g[start:stop, None])
         sims[invalid] = -np.inf
         kk = min(keep, n)
         top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
@@ -135,7 +152,8 @@ def build_queue(
 
 class OfflineUpdater:
     """Model-free update. An earlier entry by the same speaker whose content words are all
-    (or nearly all, ``containment``) repeated in a newer one is a duplicate: it is deleted
+    (or nearly all, ``containment``) said again in a newer one, of the same subject and
+    with the same polarity (see :func:`restated`), is a duplicate: it is deleted
     and its source ids move to the newer entry so no citation is lost. An earlier entry the
     newer one changes (see :class:`~lightmem.pipeline.supersede.Detector`) is superseded:
     kept, and marked replaced by it."""
@@ -166,16 +184,12 @@ class OfflineUpdater:
 
     def _dedupe(self, item: UpdateItem) -> list[UpdateAction]:
         newer = item.newer
-        new_terms = set(content_terms(newer.original_text))
         actions: list[UpdateAction] = []
         merged: list[str] = []
         for old, score in item.candidates:
             if old.speaker != newer.speaker or old.kind != "entry":
                 continue
-            old_terms = set(content_terms(old.original_text))
-            if not old_terms:
-                continue
-            overlap = len(old_terms & new_terms) / len(old_terms)
+            overlap = restated(old, newer)
             if overlap >= self.containment:
                 actions.append(
                     UpdateAction(
@@ -195,6 +209,40 @@ class OfflineUpdater:
                 )
             )
         return actions
+
+
+_Key = tuple[str, int, bool]
+
+
+def _statements(entry: MemoryEntry, names: frozenset[str]) -> list[tuple[_Key, set[str]]]:
+    """Each sentence of ``entry`` with its content words, keyed by what a restatement must
+    keep: its subject, its number of negations and whether it asks."""
+    out = []
+    for sentence in statements.sentences(entry.original_text):
+        toks = statements.tokens(sentence.replace("\u2019", "'"))
+        negations = sum(t in NEGATIONS or t.endswith("n't") for t in toks)
+        subject = statements.read(sentence, entry.speaker.lower(), names).subject
+        out.append(((subject, negations, sentence.endswith("?")), set(content_terms(sentence))))
+    return out
+
+
+def restated(old: MemoryEntry, newer: MemoryEntry) -> float:
+    """The share of ``old``'s content words that ``newer`` says again of the same subject
+    with the same polarity (as many negations) and mood (asking or not), sentence by
+    sentence: 1.0 for a true restatement, 0.0 for "My husband isn't vegetarian" after "I'm
+    vegetarian" or "I don't eat meat anymore" after "I eat meat", however many words they
+    share. Only a restatement may be deleted as a duplicate; any other overlap is left to
+    the supersession review, which never deletes."""
+    names = frozenset(n for n in (old.speaker.lower(), newer.speaker.lower()) if n)
+    said: dict[_Key, set[str]] = {}
+    for key, terms in _statements(newer, names):
+        said.setdefault(key, set()).update(terms)
+    total: set[str] = set()
+    repeated: set[str] = set()
+    for key, terms in _statements(old, names):
+        total |= terms
+        repeated |= terms & said.get(key, set())
+    return len(repeated) / len(total) if total else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +305,8 @@ def run_update(
     if nearest is None:
         nearest = nearest_earlier(store, scope, only)
     _review(store, updater, nearest, state)
-    # the review's work in the usage ledger (items: pairs compared); it calls no model, so
-    # it adds no calls to the ledger's totals
+    # the review's work in the usage ledger (items: pairs compared); calls=0: a model the
+    # updater asks accounts its own calls
     embedder.ledger.record(UsageRecord("update", "review", calls=0, items=state.reviewed))
     return UpdateReport(
         state.examined,
@@ -280,6 +328,8 @@ class _UpdateState:
     updated: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
+    #: newer id -> the earlier ids given to ``decide`` with it
+    decided: dict[str, set[str]] = field(default_factory=dict)
 
 
 def _item(
@@ -314,6 +364,7 @@ def _apply(
     state.pairs += sum(len(item.candidates) for item in batch)
     current: dict[str, MemoryEntry] = {}
     for item in batch:
+        state.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
         current[item.newer.id] = item.newer
         current.update((e.id, e) for e, _ in item.candidates)
     for action in updater.decide(batch):
@@ -358,7 +409,7 @@ def _review(
         newer = known.get(eid)
         pairs = tuple((known[c], sc) for c, sc in cands if c in known)
         if newer is not None and pairs:
-            items.append(UpdateItem(newer, pairs))
+            items.append(UpdateItem(newer, pairs, frozenset(state.decided.get(eid, ()))))
     state.reviewed += sum(len(it.candidates) for it in items)
     for action in updater.review(items):
         old = known.get(action.target_id)
@@ -371,15 +422,27 @@ def _review(
         _supersede(store, old, known.get(action.by), action, state)
 
 
+def scope_queue(
+    store: MemoryStore, scope: Scope, top_k: int, keep_top_n: int
+) -> tuple[dict[str, list[ScoredId]], dict[str, MemoryEntry]]:
+    """:func:`build_queue` over the extracted entries of ``scope``, earlier by the time
+    each was said, with those entries (by id)."""
+    ids, matrix, groups = extracted_vectors(store, scope)
+    entries = store.get_entries(ids)
+    times = [_seconds(entries[i]) if i in entries else None for i in ids]
+    return build_queue(ids, matrix, groups, top_k, keep_top_n, times=times), entries
+
+
 def nearest_earlier(
     store: MemoryStore, scope: Scope, only: Sequence[str] | None = None, k: int = REVIEW_K
 ) -> dict[str, list[ScoredId]]:
-    """For each extracted entry of ``scope`` (or of ``only``), in insertion order, its
-    ``k`` most similar earlier entries of the same exact scope (the offline review)."""
-    ids, matrix, groups = extracted_vectors(store, scope)
-    queue = build_queue(ids, matrix, groups, k, k)
+    """For each extracted entry of ``scope`` (or of ``only``), oldest first (see
+    :func:`chronological`), its ``k`` most similar earlier entries of the same exact scope
+    (the offline review)."""
+    queue, entries = scope_queue(store, scope, k, k)
     wanted = set(only) if only is not None else None
-    return {i: queue[i] for i in ids if i in queue and (wanted is None or i in wanted)}
+    order = chronological([entries[i] for i in queue if i in entries])
+    return {e.id: queue[e.id] for e in order if wanted is None or e.id in wanted}
 
 
 def nearest_stored(
@@ -390,20 +453,50 @@ def nearest_stored(
 ) -> dict[str, list[ScoredId]]:
     """:func:`nearest_earlier` for just-stored ``entries`` (insertion order, with their
     ``vectors``), found by the store's vector search instead of a pass over the scope:
-    the online update's work per insertion does not grow with the scope."""
+    the online update's work per insertion does not grow with the scope. Each stored
+    entry's ``k`` nearest are paired with it whichever was stored first; a pair is keyed
+    by its newer entry (:func:`said_before` orients it), so a turn said before what is
+    stored already is reviewed as the earlier one."""
     order = {e.id: n for n, e in enumerate(entries)}
-    out: dict[str, list[ScoredId]] = {}
+    pairs: dict[str, dict[str, float]] = {}
+    known: dict[str, MemoryEntry] = {e.id: e for e in entries}
     for n, (entry, vec) in enumerate(zip(entries, vectors, strict=True)):
-        # later entries of the same insertion and provisional ones are no candidates
-        want = 2 * k + len(entries)
-        hits = store.vector_search(vec, entry.scope, Filters(kinds=("entry",)), want)
-        ids = [i for i, _ in hits if order.get(i, -1) < n and not is_provisional(i)]
-        same = store.get_entries(ids)
-        score = dict(hits)
-        near = [(i, score[i]) for i in ids if i in same and same[i].scope == entry.scope]
-        if near:
-            out[entry.id] = near[:k]
-    return out
+        found = store.vector_search(vec, entry.scope, Filters(kinds=("entry",)), 2 * k + 1)
+        # provisional entries are replaced anyway: no candidates
+        hits = [(i, sc) for i, sc in found if i != entry.id and not is_provisional(i)]
+        known.update(store.get_entries([i for i, _ in hits if i not in known]))
+        for i, score in [(i, sc) for i, sc in hits if i in known and known[i].scope == entry.scope][
+            :k
+        ]:
+            if said_before(known[i], entry, order.get(i, -1) < n):
+                pairs.setdefault(entry.id, {})[i] = score
+            else:
+                pairs.setdefault(i, {})[entry.id] = score
+    stored = sorted(pairs, key=lambda i: order.get(i, -1))  # the order they were stored in
+    return {
+        e.id: sorted(pairs[e.id].items(), key=lambda x: -x[1])
+        for e in chronological([known[i] for i in stored])
+    }
+
+
+def said_before(a: MemoryEntry, b: MemoryEntry, stored_before: bool) -> bool:
+    """Whether ``a`` is earlier than ``b``: by the time each was said when both have one
+    and they differ, else by which was stored first (``stored_before``)."""
+    if a.timestamp is not None and b.timestamp is not None and a.timestamp != b.timestamp:
+        return a.timestamp < b.timestamp
+    return stored_before
+
+
+def chronological(entries: Sequence[MemoryEntry]) -> list[MemoryEntry]:
+    """``entries`` (in the order they were stored) oldest first by the time each was said
+    when all have one (stably: the same time keeps the stored order); else as they are."""
+    if any(e.timestamp is None for e in entries):
+        return list(entries)
+    return sorted(entries, key=lambda e: _seconds(e) or 0.0)
+
+
+def _seconds(entry: MemoryEntry) -> float | None:
+    return entry.timestamp.timestamp() if entry.timestamp is not None else None
 
 
 def scope_entries(store: MemoryStore, scope: Scope, page: int = 1000) -> list[MemoryEntry]:

@@ -22,8 +22,11 @@ _Pair = tuple[MemoryEntry, list[MemoryEntry]]
 
 
 class LLMUpdater:
-    """Asks the model about ``pairs_per_call`` (newer, earlier) pairs at a time. The model's
-    answers are proposals: ``run_update`` refuses any that names an entry outside the batch.
+    """Asks the model about ``pairs_per_call`` (newer, earlier) pairs at a time: in
+    :meth:`decide` about the queued pairs above the update's score threshold (keep,
+    supersede or merge), in :meth:`review` about each entry's nearest earlier ones with no
+    threshold (keep or supersede). The model's answers are proposals: ``run_update``
+    refuses any that names an entry outside the batch.
 
     Answers follow a bounded schema naming only the batch's earlier ids. An action holding
     text the store refuses is sent back for repair; on the last allowed answer only that
@@ -39,15 +42,42 @@ class LLMUpdater:
         self.pairs_per_call = pairs_per_call
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return self._ask([(it.newer, [e for e, _ in it.candidates]) for it in items], True)
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        """Supersessions among each newer entry's nearest earlier ones, however similar
+        (a changed value is often far from the old one: "I live in Leeds" / "we finally
+        got the keys in Bristol"), asking keep or supersede only; a pair :meth:`decide`
+        was already asked about in this pass (``decided``) and an earlier entry already
+        replaced are not asked again. ``pairs_per_call`` pairs a batch, each batch split
+        over calls that fit the context like :meth:`decide`'s."""
+        batches: list[list[_Pair]] = [[]]
+        size = 0
+        for it in items:
+            earlier = [
+                e for e, _ in it.candidates if e.id not in it.decided and not e.superseded_by
+            ]
+            if not earlier:
+                continue
+            if size and size + len(earlier) > self.pairs_per_call:
+                batches.append([])
+                size = 0
+            batches[-1].append((it.newer, earlier))
+            size += len(earlier)
+        # keep / supersede only were asked; anything else a model answers is not applied
+        return [a for b in batches if b for a in self._ask(b, False) if a.op == "supersede"]
+
+    def _ask(self, pairs: Sequence[_Pair], merge: bool) -> list[UpdateAction]:
+        """The model's actions on ``pairs``, over as many calls as fit the context."""
         actions: list[UpdateAction] = []
-        for chunk in self._chunks([(it.newer, [e for e, _ in it.candidates]) for it in items]):
-            messages, output = self._request(chunk)
+        for chunk in self._chunks(pairs, merge):
+            messages, output = self._request(chunk, merge)
             rejected: list[Any] = []
             answers = self.client.complete_json(
                 messages,
                 update_prompt.parse,
                 final_parse=partial(update_prompt.parse, rejected=rejected),
-                op="update",
+                op="update" if merge else "update.review",
                 output=output,
             )
             count_rejected(self.client.ledger, "update", rejected)
@@ -55,48 +85,46 @@ class LLMUpdater:
             actions += [x for a in answers if (x := _action(a, newer_of)) is not None]
         return actions
 
-    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
-        """None: the model decides supersessions in :meth:`decide`'s batches."""
-        return []
-
-    def _request(self, pairs: Sequence[_Pair]) -> tuple[list[ChatMessage], OutputSchema]:
+    def _request(
+        self, pairs: Sequence[_Pair], merge: bool = True
+    ) -> tuple[list[ChatMessage], OutputSchema]:
         ids = [e.id for _, earlier in pairs for e in earlier]
         newer = [n.id for n, _ in pairs]
-        output = update_schema.output(ids, self.client.answer_limit(), newer)
-        return update_prompt.build(pairs), output
+        output = update_schema.output(ids, self.client.answer_limit(), newer, merge=merge)
+        return update_prompt.build(pairs, merge=merge), output
 
-    def _fits(self, pairs: Sequence[_Pair]) -> bool:
-        return self.client.fits(*self._request(pairs))
+    def _fits(self, pairs: Sequence[_Pair], merge: bool) -> bool:
+        return self.client.fits(*self._request(pairs, merge))
 
-    def _chunks(self, pairs: Sequence[_Pair]) -> list[list[_Pair]]:
+    def _chunks(self, pairs: Sequence[_Pair], merge: bool) -> list[list[_Pair]]:
         """Consecutive requests that each fit; one pair per earlier memory when even a whole
         pair is too long, with texts cut as a last resort."""
         out: list[list[_Pair]] = []
         for newer, earlier in pairs:
-            for pair in self._split(newer, earlier):
-                if out and self._fits([*out[-1], pair]):
+            for pair in self._split(newer, earlier, merge):
+                if out and self._fits([*out[-1], pair], merge):
                     out[-1].append(pair)
                 else:
                     out.append([pair])
         return out
 
-    def _split(self, newer: MemoryEntry, earlier: list[MemoryEntry]) -> list[_Pair]:
-        if self._fits([(newer, earlier)]):
+    def _split(self, newer: MemoryEntry, earlier: list[MemoryEntry], merge: bool) -> list[_Pair]:
+        if self._fits([(newer, earlier)], merge):
             return [(newer, earlier)]
         out = []
         for e in earlier:
             pair = (newer, [e])
-            if not self._fits([pair]):
-                pair = self._cut(newer, e)
+            if not self._fits([pair], merge):
+                pair = self._cut(newer, e, merge)
             out.append(pair)
         return out
 
-    def _cut(self, newer: MemoryEntry, earlier: MemoryEntry) -> _Pair:
+    def _cut(self, newer: MemoryEntry, earlier: MemoryEntry, merge: bool) -> _Pair:
         def pair(texts: Sequence[str]) -> _Pair:
             return replace(newer, text=texts[0]), [replace(earlier, text=texts[1])]
 
         def fits(texts: list[str]) -> bool:
-            return self._fits([pair(texts)])
+            return self._fits([pair(texts)], merge)
 
         return pair(cut_reported(self.client, "update", [newer.text, earlier.text], fits))
 

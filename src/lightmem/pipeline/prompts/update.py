@@ -11,7 +11,7 @@ from lightmem.sanitize import DATA_RULE, fence
 from lightmem.timeparse import format_date
 from lightmem.types import MemoryEntry
 
-__all__ = ["SYSTEM", "VERSION", "build", "parse"]
+__all__ = ["REVIEW_SYSTEM", "SYSTEM", "VERSION", "build", "parse"]
 
 VERSION = "update/2"
 
@@ -28,11 +28,28 @@ Answer with only a JSON object:
 {{"actions": [{{"id": "<earlier id>", "action": "keep|supersede|merge", "by": "<newer id>",
 "text": "..."}}]}}"""
 
+#: The supersession review (:meth:`~lightmem.pipeline.update_llm.LLMUpdater.review`): the
+#: nearest earlier memories, however similar, for changes only (merges are decided above).
+REVIEW_SYSTEM = f"""You maintain a long-term memory. {DATA_RULE}
+Input: a JSON list of items; each has a newer memory and earlier memories near it.
+For each earlier memory decide:
+- "keep" when both can stand as they are (different facts, a fact that did not change, or
+  a repeat);
+- "supersede" when the newer memory changes what the earlier one said (a value that is no
+  longer true: a new city, job, partner, habit); the earlier one is kept as history; give
+  "by", the id of the newer memory that replaces it.
+Answer with only a JSON object:
+{{"actions": [{{"id": "<earlier id>", "action": "keep|supersede", "by": "<newer id>"}}]}}"""
+
 #: Earlier answer names, still understood.
 _ALIASES = {"ignore": "keep", "delete": "merge", "update": "merge"}
 
 
-def build(items: Sequence[tuple[MemoryEntry, Sequence[MemoryEntry]]]) -> list[ChatMessage]:
+def build(
+    items: Sequence[tuple[MemoryEntry, Sequence[MemoryEntry]]], *, merge: bool = True
+) -> list[ChatMessage]:
+    """The request for ``items`` (newer memory, earlier ones): every action, or with
+    ``merge=False`` the supersession review's keep / supersede only."""
     payload = [
         {
             "newer": _view(newer),
@@ -41,7 +58,7 @@ def build(items: Sequence[tuple[MemoryEntry, Sequence[MemoryEntry]]]) -> list[Ch
         for newer, earlier in items
     ]
     return [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": SYSTEM if merge else REVIEW_SYSTEM},
         {"role": "user", "content": fence(payload)},
     ]
 

@@ -13,24 +13,34 @@ TEXT_CHARS = 300
 
 
 def output(
-    earlier_ids: Sequence[str], limit: int | None, newer_ids: Sequence[str] = ()
+    earlier_ids: Sequence[str],
+    limit: int | None,
+    newer_ids: Sequence[str] = (),
+    *,
+    merge: bool = True,
 ) -> OutputSchema:
     """Actions naming only the earlier memories of the request, each superseded only by one
     of its newer memories (rewritten text shortened when ``limit`` tokens cannot hold one
-    per memory)."""
+    per memory); with ``merge=False`` (the supersession review) keep or supersede only,
+    with no text."""
     ids = list(dict.fromkeys(earlier_ids)) or [""]
     by = ["", *dict.fromkeys(newer_ids)]
 
     def make(n: int, chars: int) -> OutputSchema:
+        props: dict[str, object] = {
+            "id": {"type": "string", "enum": ids},
+            "action": {
+                "type": "string",
+                "enum": ["keep", "supersede", "merge"] if merge else ["keep", "supersede"],
+            },
+            "by": {"type": "string", "enum": by},
+        }
+        if merge:
+            props["text"] = {"type": "string", "maxLength": chars}
         action = {
             "type": "object",
-            "properties": {
-                "id": {"type": "string", "enum": ids},
-                "action": {"type": "string", "enum": ["keep", "supersede", "merge"]},
-                "by": {"type": "string", "enum": by},
-                "text": {"type": "string", "maxLength": chars},
-            },
-            "required": ["id", "action", "by", "text"],
+            "properties": props,
+            "required": list(props),
             "additionalProperties": False,
         }
         return bounded(
