@@ -138,25 +138,21 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     cc = pcc.section("compress_config")
     rate = cc.get_float("rate", 0.3, 0.01, 1.0)
     cc.done()
+    # Both compressors' sections are checked whichever is chosen (the published shape
+    # carries both), so a typo in either is refused; the unused one is noted, not dropped.
+    entropy_rate = _entropy_config(pcc, rate)
     if s["compressor"] == "entropy":
-        ec = pcc.section("entropy_config")
-        rate = ec.get_float("compress_rate", rate, 0.01, 1.0)
-        ec.get_choice("model_name", "wordfreq", ("wordfreq",))
-        ec.done()
+        rate, unused = entropy_rate, "llmlingua_config"
+        if pcc.section(unused).given():
+            _llmlingua_config(pcc)
     else:
-        lc = pcc.section("llmlingua_config")
-        s["llmlingua_path"] = lc.get_str("model_name", "")
-        if not s["llmlingua_path"]:
-            raise ConfigError(
-                "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
-            )
-        s["llmlingua_device"] = lc.get_str("device_map", "cpu")
-        if not lc.get_bool("use_llmlingua2", True):
-            raise ConfigError(
-                "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is "
-                "supported"
-            )
-        lc.done()
+        s["llmlingua_path"], s["llmlingua_device"] = _llmlingua_config(pcc)
+        unused = "entropy_config"
+    if pcc.section(unused).given():
+        notes.append(
+            f"pre_compressor.configs.{unused}: checked but not used; model_name {name!r} "
+            f"selects the {s['compressor']} compressor"
+        )
     s["compress_rate"] = rate
     pcc.done()
     pc.done()
@@ -295,6 +291,32 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     for note in notes:
         _log.info("config: %s", note)
     return Settings(**s, notes=tuple(notes))
+
+
+def _entropy_config(pcc: ConfigSection, rate: float) -> float:
+    """The entropy compressor's rate from ``pre_compressor.configs.entropy_config``."""
+    ec = pcc.section("entropy_config")
+    rate = ec.get_float("compress_rate", rate, 0.01, 1.0)
+    ec.get_choice("model_name", "wordfreq", ("wordfreq",))
+    ec.done()
+    return rate
+
+
+def _llmlingua_config(pcc: ConfigSection) -> tuple[str, str]:
+    """The LLMLingua-2 model folder and device from ``pre_compressor.configs.llmlingua_config``."""
+    lc = pcc.section("llmlingua_config")
+    path = lc.get_str("model_name", "")
+    if not path:
+        raise ConfigError(
+            "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
+        )
+    device = lc.get_str("device_map", "cpu")
+    if not lc.get_bool("use_llmlingua2", True):
+        raise ConfigError(
+            "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is supported"
+        )
+    lc.done()
+    return path, device
 
 
 def _published_extras(root: ConfigSection) -> list[str]:
