@@ -5,10 +5,13 @@ and the viewer reading across users."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from inprocess_cli import run as cli
@@ -16,7 +19,11 @@ from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.config import parse_config
 from lightmem.embed.e5 import E5SmallEmbedder
 from lightmem.embed.minilm import WEIGHTS_PACKAGE
-from lightmem.errors import ConfigError, StoreError
+from lightmem.errors import ConfigError, InvalidInputError, StoreError
+from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
+from lightmem.server.rest import create_app
+from lightmem.server.tenancy import KeyRegistry, TenantPool
+from lightmem.testing.live_server import LiveServer
 
 
 # -- #1: the published block carries both compressors' sections ---------------------------
@@ -150,3 +157,93 @@ def test_an_embedder_whose_package_is_missing_is_refused_before_anything_is_writ
         LightMemory.from_config(config)
     assert needs in str(err.value)
     assert not path.exists()  # no store bound to an embedder it cannot run
+
+
+# -- #13: the several-users refusal names no more users than there are --------------------
+def test_the_several_users_message_says_more_only_when_there_are_more(tmp_path: Path) -> None:
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "u.db")}}) as mem:
+        for user in ("leo", "maya"):
+            mem.add_memory([{"content": f"{user} likes tea."}], user_id=user, force_extract=True)
+        with pytest.raises(InvalidInputError) as err:
+            mem.retrieve("tea")
+        assert "several users ('leo', 'maya'); give" in str(err.value)
+        mem.add_memory([{"content": "zoe likes tea."}], user_id="zoe", force_extract=True)
+        with pytest.raises(InvalidInputError) as err:
+            mem.retrieve("tea")
+        assert "several users ('leo', 'maya', ...); give" in str(err.value)
+
+
+# -- #5: provisional entries can be flushed over REST and MCP -----------------------------
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[TenantPool]:
+    p = TenantPool(tmp_path / "data")
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def keys(pool: TenantPool) -> Iterator[KeyRegistry]:
+    k = pool.keys()
+    yield k
+    k.close()
+
+
+def test_rest_flush_extracts_the_buffered_turns_so_they_can_be_edited(
+    pool: TenantPool, keys: KeyRegistry
+) -> None:
+    key = keys.create("acme")
+    with LiveServer(create_app(pool, keys)) as url:
+        c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        msgs = {"messages": [{"content": "My cat Pixel eats tuna."}], "user_id": "maya"}
+        added = c.post("/v1/memories", json=msgs).json()
+        (provisional,) = added["entries_provisional"]
+        refused = c.patch(f"/v1/memories/{provisional}", json={"text": "x", "user_id": "maya"})
+        assert refused.status_code == 422
+        assert "POST /v1/flush" in refused.json()["error"]["message"]
+        assert "call flush()" not in refused.json()["error"]["message"]
+        other = c.post("/v1/flush", json={"user_id": "leo"})  # another user: nothing buffered
+        assert other.status_code == 200 and other.json()["entries_created"] == []
+        flushed = c.post("/v1/flush", json={"user_id": "maya"})
+        assert flushed.status_code == 200, flushed.text
+        created = flushed.json()["entries_created"]
+        assert created and flushed.json()["segments_created"] >= 1
+        edited = c.patch(f"/v1/memories/{created[0]}", json={"text": "Pixel eats salmon."})
+        assert edited.status_code == 200 and edited.json()["version"] == 2
+        assert c.post("/v1/flush").json() == {"segments_created": 0, "entries_created": []}
+        bad = c.post("/v1/flush", json={"user": "maya"})
+        assert bad.status_code == 422 and bad.json()["error"]["message"].startswith("user")
+        assert "/v1/flush" in c.get("/openapi.json").json()["paths"]
+
+
+def test_mcp_flush_tool_over_http(pool: TenantPool, keys: KeyRegistry) -> None:
+    from fastmcp import Client
+    from fastmcp.exceptions import ToolError
+
+    key = keys.create("acme")
+    server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
+    with LiveServer(server.http_app(path="/mcp")) as url:
+
+        async def main() -> None:
+            async with Client(f"{url}/mcp", auth=key) as c:
+                tools = {t.name: t for t in await c.list_tools()}
+                assert len(tools) == 19 and "flush" in tools
+                assert set(tools["flush"].input_schema["properties"]) == {
+                    "user_id",
+                    "agent_id",
+                    "run_id",
+                }
+                added = await c.call_tool(
+                    "add_memory", {"user_message": "I live in Porto.", "user_id": "maya"}
+                )
+                (provisional,) = added.structured_content["entries_provisional"]
+                with pytest.raises(ToolError, match="MCP: the flush tool"):
+                    await c.call_tool(
+                        "update_memory", {"entry_id": provisional, "text": "x", "user_id": "maya"}
+                    )
+                flushed = (await c.call_tool("flush", {"user_id": "maya"})).structured_content
+                assert flushed["entries_created"]
+                eid = flushed["entries_created"][0]
+                got = await c.call_tool("get_memory", {"entry_id": eid, "user_id": "maya"})
+                assert got.structured_content["original_text"] == "I live in Porto."
+
+        asyncio.run(main())
