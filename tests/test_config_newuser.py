@@ -24,6 +24,7 @@ from lightmem.server.mcp import KeyVerifier, create_mcp, http_resolver
 from lightmem.server.rest import create_app
 from lightmem.server.tenancy import KeyRegistry, TenantPool
 from lightmem.testing.live_server import LiveServer
+from test_viewer import browser  # noqa: F401  (the viewer's Chromium fixture)
 
 
 # -- #1: the published block carries both compressors' sections ---------------------------
@@ -247,3 +248,37 @@ def test_mcp_flush_tool_over_http(pool: TenantPool, keys: KeyRegistry) -> None:
                 assert got.structured_content["original_text"] == "I live in Porto."
 
         asyncio.run(main())
+
+
+# -- #6: the viewer reads across the users of a tenant ------------------------------------
+def test_viewer_all_users_box_searches_every_user(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    key = keys.create("acme")
+    tenant = pool.get("acme")
+    for user, food in (("leo", "tuna"), ("maya", "salmon")):
+        tenant.memory.add_memory(
+            [{"content": f"My cat only eats {food}."}], user_id=user, force_extract=True
+        )
+    wait = WebDriverWait(browser, 20)
+    with LiveServer(create_app(pool, keys)) as url:
+        browser.get(f"{url}/ui/")
+        browser.find_element(By.ID, "key").send_keys(key)
+        assert browser.find_element(By.ID, "user").get_attribute("placeholder") != "(any)"
+        browser.find_element(By.ID, "query").send_keys("what does the cat eat")
+        submit = browser.find_element(By.CSS_SELECTOR, "#search-form button[type=submit]")
+        submit.click()  # no user_id on a tenant of two users: refused, saying what to do
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "tick all users"))
+        browser.find_element(By.ID, "all-users").click()
+        assert not browser.find_element(By.ID, "user").is_enabled()
+        submit.click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "result"))
+        texts = " ".join(li.text for li in browser.find_elements(By.CSS_SELECTOR, "#results li"))
+        assert "tuna" in texts and "salmon" in texts
+        browser.find_elements(By.CSS_SELECTOR, "#results li")[0].click()  # an entry, any user
+        wait.until(ec.text_to_be_present_in_element((By.ID, "detail-history"), "add v1"))
+    pool.close()
