@@ -82,7 +82,9 @@ def test_configured_by_name_and_bound_to_the_store(minilm: MiniLMEmbedder, tmp_p
         hits = mem.retrieve("which joint is injured?", limit=1, mode="embedding")
         assert "knee" in hits[0].entry.original_text
     with pytest.raises(StoreError, match="was built with"):
-        LightMemory.from_config(store)  # wordllama
+        LightMemory.from_config({**store, "text_embedder": {"model_name": "wordllama"}})
+    with LightMemory.from_config(store) as mem:  # none named: the store's own
+        assert mem.embedder.name == minilm.name
 
 
 def test_a_local_model_folder(minilm: MiniLMEmbedder, tmp_path: Path) -> None:

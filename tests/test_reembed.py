@@ -181,8 +181,11 @@ def test_reembed_rewrites_every_vector_and_switches_the_store(
         for t in triggers:
             np.testing.assert_allclose(t, new.embed([task])[0], atol=1e-5)
 
+    old_config = {"store": store_config, "text_embedder": {"model_name": "wordllama"}}
     with pytest.raises(StoreError, match="was built with"):
-        LightMemory.from_config({"store": store_config})  # the old embedder is refused
+        LightMemory.from_config(old_config)  # the old embedder is refused
+    with LightMemory.from_config({"store": store_config}) as mem:  # none named: the new one
+        assert mem.embedder.name == new.name
     with LightMemory.from_config({"store": store_config}, embedder=new) as mem:
         query = "which knee hurt after the 10k?"
         q = new.embed([query])[0]
@@ -371,10 +374,15 @@ def test_cli_re_embed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["--store", store, "re-embed", "--config", str(new_cfg), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["entries"] >= 1 and report["embedder_to"].endswith(f"({NEW_DIM}-d)")
-    assert main(["--store", store, "search", "knee"]) == 2
-    assert "was built with" in capsys.readouterr().err
+    # the store opens with its new embedder, with or without a config naming it
+    assert main(["--store", store, "search", "knee"]) == 0
+    assert "knee" in capsys.readouterr().out
     assert main(["--store", store, "--config", str(new_cfg), "search", "knee"]) == 0
     assert "knee" in capsys.readouterr().out
+    old_cfg = tmp_path / "old.json"
+    old_cfg.write_text(json.dumps({"text_embedder": {"model_name": "wordllama"}}))
+    assert main(["--store", store, "--config", str(old_cfg), "search", "knee"]) == 2
+    assert "was built with" in capsys.readouterr().err
     # back to the default by name; a config naming another store is refused
     assert main(["--store", store, "re-embed", "--embedder", "wordllama"]) == 0
     assert "Re-embedded" in capsys.readouterr().out

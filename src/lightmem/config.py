@@ -3,14 +3,16 @@ backend instances from it. This is the only place where names become instances."
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lightmem.config_section import ConfigSection
 from lightmem.embed.base import Embedder
+from lightmem.embed.identity import text_embedder_for
 from lightmem.errors import ConfigError
 from lightmem.ledger import Ledger
 from lightmem.llm.base import LLMClient
@@ -40,6 +42,7 @@ __all__ = [
     "build_store",
     "build_token_counter",
     "parse_config",
+    "recorded_embedder",
 ]
 
 INDEX_STRATEGIES = ("embedding", "context", "hybrid")
@@ -124,6 +127,17 @@ class Settings:
     notes: tuple[str, ...] = ()
 
 
+#: The settings ``text_embedder`` sets.
+_EMBEDDER_FIELDS = (
+    "embedder",
+    "embedder_model",
+    "embedding_dims",
+    "embedder_device",
+    "embedder_api_key",
+    "embedder_base_url",
+)
+
+
 def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     """Validate a config dict; every key must be known and well-typed."""
     root = ConfigSection(raw, "")
@@ -138,25 +152,21 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     cc = pcc.section("compress_config")
     rate = cc.get_float("rate", 0.3, 0.01, 1.0)
     cc.done()
+    # Both compressors' sections are checked whichever is chosen (the published shape
+    # carries both), so a typo in either is refused; the unused one is noted, not dropped.
+    entropy_rate = _entropy_config(pcc, rate)
     if s["compressor"] == "entropy":
-        ec = pcc.section("entropy_config")
-        rate = ec.get_float("compress_rate", rate, 0.01, 1.0)
-        ec.get_choice("model_name", "wordfreq", ("wordfreq",))
-        ec.done()
+        rate, unused = entropy_rate, "llmlingua_config"
+        if pcc.section(unused).given():
+            _llmlingua_config(pcc)
     else:
-        lc = pcc.section("llmlingua_config")
-        s["llmlingua_path"] = lc.get_str("model_name", "")
-        if not s["llmlingua_path"]:
-            raise ConfigError(
-                "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
-            )
-        s["llmlingua_device"] = lc.get_str("device_map", "cpu")
-        if not lc.get_bool("use_llmlingua2", True):
-            raise ConfigError(
-                "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is "
-                "supported"
-            )
-        lc.done()
+        s["llmlingua_path"], s["llmlingua_device"] = _llmlingua_config(pcc)
+        unused = "entropy_config"
+    if pcc.section(unused).given():
+        notes.append(
+            f"pre_compressor.configs.{unused}: checked but not used; model_name {name!r} "
+            f"selects the {s['compressor']} compressor"
+        )
     s["compress_rate"] = rate
     pcc.done()
     pc.done()
@@ -297,6 +307,32 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     return Settings(**s, notes=tuple(notes))
 
 
+def _entropy_config(pcc: ConfigSection, rate: float) -> float:
+    """The entropy compressor's rate from ``pre_compressor.configs.entropy_config``."""
+    ec = pcc.section("entropy_config")
+    rate = ec.get_float("compress_rate", rate, 0.01, 1.0)
+    ec.get_choice("model_name", "wordfreq", ("wordfreq",))
+    ec.done()
+    return rate
+
+
+def _llmlingua_config(pcc: ConfigSection) -> tuple[str, str]:
+    """The LLMLingua-2 model folder and device from ``pre_compressor.configs.llmlingua_config``."""
+    lc = pcc.section("llmlingua_config")
+    path = lc.get_str("model_name", "")
+    if not path:
+        raise ConfigError(
+            "pre_compressor.configs.llmlingua_config.model_name: required (a local folder)"
+        )
+    device = lc.get_str("device_map", "cpu")
+    if not lc.get_bool("use_llmlingua2", True):
+        raise ConfigError(
+            "pre_compressor.configs.llmlingua_config.use_llmlingua2: only LLMLingua-2 is supported"
+        )
+    lc.done()
+    return path, device
+
+
 def _published_extras(root: ConfigSection) -> list[str]:
     """Published top-level keys that select nothing here; each is checked and noted."""
     notes = []
@@ -396,6 +432,41 @@ def _store(root: ConfigSection, notes: list[str]) -> dict[str, Any]:
 
 # -- building instances (the edge) --------------------------------------------------------
 def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
+    """The embedder ``s`` selects, checked to be runnable: its model loads on first use, so
+    a missing package is a ``ConfigError`` now, before any store is bound to it."""
+    embedder = _embedder(s, ledger)
+    missing = embedder.missing()
+    if missing:
+        raise ConfigError(f"text_embedder.model_name: the {s.embedder} embedder needs: {missing}")
+    return embedder
+
+
+def recorded_embedder(s: Settings, store: MemoryStore, ledger: Ledger) -> tuple[Settings, Embedder]:
+    """The embedder of a config naming no ``text_embedder``, with ``s`` updated to it: the
+    one that built ``store`` (a store moved to another embedder by ``re-embed`` opens with
+    it), noted in ``Settings.notes``. The default when the store records none, or one whose
+    endpoint or model folder only a config can give: the store then refuses it, saying
+    what to set."""
+    bound = store.embedder_identity()
+    found = text_embedder_for(bound[0]) if bound is not None else None
+    if bound is None or found is None or found[1]:
+        return s, build_embedder(s, ledger)
+    section = found[0]
+    t = parse_config({"text_embedder": section})
+    if all(getattr(t, f) == getattr(s, f) for f in _EMBEDDER_FIELDS):
+        return s, build_embedder(s, ledger)
+    built = f"store {store.path!r} was built with {bound[0]}"
+    try:
+        embedder = build_embedder(t, ledger)
+    except ConfigError as exc:
+        raise ConfigError(f"text_embedder: not given, and {built}: {exc}") from exc
+    note = f"text_embedder: not given; {built}, so it is opened with {json.dumps(section)}"
+    _log.info("config: %s", note)
+    fields = {f: getattr(t, f) for f in _EMBEDDER_FIELDS}
+    return replace(s, **fields, notes=(*s.notes, note)), embedder
+
+
+def _embedder(s: Settings, ledger: Ledger) -> Embedder:
     if s.embedder == "use-multilingual":
         from lightmem.embed.use_multilingual import USEMultilingualEmbedder
 

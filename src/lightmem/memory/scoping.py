@@ -65,11 +65,12 @@ def read_scope(
             )
         return scope
     if not scope.user_id:
-        users = store.user_ids(2)
+        users = store.user_ids(3)  # two are named; a third says there are more
         if len(users) > 1:
-            shown = ", ".join(repr(u) if u else "memories without a user_id" for u in users)
+            shown = ", ".join(repr(u) if u else "memories without a user_id" for u in users[:2])
+            more = ", ..." if len(users) > 2 else ""
             raise InvalidInputError(
-                f"user_id: this store holds memories of several users ({shown}, ...); give "
+                f"user_id: this store holds memories of several users ({shown}{more}); give "
                 "user_id to read one user's memories, or all_scopes=True to read every user's"
             )
     return scope
@@ -80,5 +81,6 @@ def check_editable(entry_id: str) -> None:
     if is_provisional(entry_id):
         raise InvalidInputError(
             f"id: {entry_id!r} is a provisional entry (its turn is not extracted yet); "
-            "call flush() first and edit the extracted entry, or purge() it"
+            "flush its scope first (Python: flush(); REST: POST /v1/flush; MCP: the flush "
+            "tool; CLI: add without --no-flush) and edit the extracted entry, or purge it"
         )

@@ -172,6 +172,17 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
 
     @mcp.tool
     @_tool_errors
+    def flush(
+        user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
+    ) -> dict[str, Any]:
+        """Extract memories now from the turns add_memory left buffered in the scope (all
+        scopes when none is given), as force_extract does. Call it before editing a memory
+        whose id starts with 'p-' (a provisional entry): edit the extracted one instead.
+        Returns the ids of the memories created."""
+        return service.flush(resolve(), scope_dict(user_id, agent_id, run_id))
+
+    @mcp.tool
+    @_tool_errors
     def retrieve_memory(
         query: Annotated[str, Field(description=schemas.QUERY)],
         limit: Annotated[int, Field(description=schemas.LIMIT, ge=1, le=MAX_LIMIT)] = 10,

@@ -208,6 +208,14 @@ def create_app(
             force_extract=body.force_extract,
         )
 
+    @app.post("/v1/flush", tags=["memory"])
+    def flush(t: TenantDep, body: ScopeFields | None = None) -> dict[str, Any]:
+        """Extract the turns still buffered in the body's scope (every scope when it names
+        none; the body may be left out), as ``force_extract`` does on an add: their
+        provisional ``p-`` entries are replaced by extracted ones, which can be edited.
+        Returns ``segments_created`` and ``entries_created``."""
+        return service.flush(t, _scope_of(body) if body is not None else None)
+
     @app.post("/v1/memories/search", tags=["memory"])
     def search(body: SearchBody, t: TenantDep) -> dict[str, Any]:
         return service.retrieve(

@@ -32,6 +32,7 @@ __all__ = [
     "as_of_time",
     "consolidate",
     "delete_memory",
+    "flush",
     "get_memory",
     "graph",
     "graph_history",
@@ -87,6 +88,17 @@ def add_memory(
         messages, force_segment=force_segment, force_extract=force_extract, **_scope(scope)
     )
     return result.to_dict()
+
+
+def flush(t: Tenant, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Extract every turn still buffered in the scope (in every scope of the tenant when
+    none is given): their provisional entries give way to extracted ones, which can be
+    edited. Returns the segments and the entries created."""
+    result = t.memory.flush(**_scope(scope))
+    return {
+        "segments_created": result.segments_created,
+        "entries_created": list(result.entries_created),
+    }
 
 
 def retrieve(

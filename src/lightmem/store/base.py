@@ -147,6 +147,10 @@ class MemoryStore(MessageBuffer, EntryStore, EntrySearch, Bookkeeping, Protocol)
     def bind_embedder(self, name: str, dim: int) -> None:
         """Record (first open) or check (later opens) which embedder built the vectors."""
 
+    def embedder_identity(self) -> tuple[str, int] | None:
+        """The (name, dimensions) of the embedder that built the vectors (None before the
+        first :meth:`bind_embedder`)."""
+
     def graph(self) -> GraphStore:
         """The FluxMem graph kept in the same database."""
 

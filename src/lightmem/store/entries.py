@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Protocol
 
+from lightmem.embed.identity import how_to_open
 from lightmem.errors import InvalidInputError, NotFoundError, StoreError
 from lightmem.store import provisional, scopes
 from lightmem.store.bookkeeping import SQLBookkeeping
@@ -24,7 +25,13 @@ from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
 from lightmem.store.provenance import entries_citing
 from lightmem.store.purge import PurgeReport, purge
-from lightmem.store.reembed import EntryVectors, ReembedReport, TextEmbedder, reembed
+from lightmem.store.reembed import (
+    EntryVectors,
+    ReembedReport,
+    TextEmbedder,
+    recorded_embedder,
+    reembed,
+)
 from lightmem.store.sql import (
     ENTRY_COLS,
     buffered_from_rows,
@@ -131,25 +138,30 @@ class SQLStore(SQLBookkeeping):
 
     def bind_embedder(self, name: str, dim: int) -> None:
         with self.db.read() as s:
-            row = s.one("SELECT value FROM meta WHERE key = 'embedder'")
-        if row is None and not self.db.read_only:
+            bound = recorded_embedder(s)
+        if bound is None and not self.db.read_only:
             with self.db.transaction() as s:
-                row = s.one("SELECT value FROM meta WHERE key = 'embedder'" + self.db.row_lock)
-                if row is None:
+                bound = recorded_embedder(s, self.db.row_lock)
+                if bound is None:
                     s.execute(
                         "INSERT INTO meta VALUES ('embedder', ?) ON CONFLICT DO NOTHING",
                         (json.dumps({"name": name, "dim": dim}),),
                     )
                     self.index.on_first_bind(s, dim)
-        if row is not None:
-            bound = json.loads(row[0])
-            if bound["name"] != name or bound["dim"] != dim:
-                raise StoreError(
-                    f"text_embedder: store {self.path!r} was built with {bound['name']} "
-                    f"({bound['dim']}-d) and cannot be searched with {name} ({dim}-d); "
-                    "use the same embedder or a new store"
-                )
+        if bound is not None and bound != (name, dim):
+            raise StoreError(
+                f"text_embedder: store {self.path!r} was built with {bound[0]} "
+                f"({bound[1]}-d) and cannot be searched with {name} ({dim}-d); to open it, "
+                f"{how_to_open(bound[0])}; to move it to {name}, re-embed it "
+                "(lightmem re-embed)"
+            )
         self.dim = self.index.dim = dim
+
+    def embedder_identity(self) -> tuple[str, int] | None:
+        """The (name, dimensions) of the embedder that built this store's vectors (None
+        before the first open binds one)."""
+        with self.db.read() as s:
+            return recorded_embedder(s)
 
     def reembed(self, embedder: TextEmbedder, *, batch: int = 256) -> ReembedReport:
         """Recompute every stored vector with ``embedder`` and switch the store to it in

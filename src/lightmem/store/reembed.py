@@ -41,7 +41,14 @@ from lightmem.store.sql import dumps, json_value, message_from_row
 from lightmem.store.values import Vector
 from lightmem.types import entry_search_text
 
-__all__ = ["EntryVectors", "NodeVectors", "ReembedReport", "TextEmbedder", "reembed"]
+__all__ = [
+    "EntryVectors",
+    "NodeVectors",
+    "ReembedReport",
+    "TextEmbedder",
+    "recorded_embedder",
+    "reembed",
+]
 
 _CHUNK = 500  # ids per IN (...) list
 _OP = "reembed"
@@ -126,7 +133,7 @@ def reembed(
     if db.read_only:
         raise StoreError(f"store {db.path!r} is open read-only; re-embedding writes to it")
     with db.read() as s:
-        before = _identity(s)
+        before = recorded_embedder(s)
         resumed = s.one("SELECT count(*) FROM reembed_vectors WHERE embedder = ?", (embedder.name,))
     report = ReembedReport(_label(before), f"{embedder.name} ({embedder.dim}-d)")
     report.texts_resumed = int(resumed[0])
@@ -135,7 +142,7 @@ def reembed(
         for items in _pages(db, page, batch):
             _stage(db, embedder, [t for item in items for t in item.texts], report)
     with db.transaction() as s:  # phase 2: the switch
-        if _identity(s, lock=db.row_lock) != before:
+        if recorded_embedder(s, lock=db.row_lock) != before:
             raise StoreError(
                 f"store {db.path!r}: its embedder changed while re-embedding; run it again"
             )
@@ -363,7 +370,9 @@ def _write_triggers(
 
 
 # -- the recorded identity -------------------------------------------------------------------
-def _identity(s: Session, lock: str = "") -> tuple[str, int] | None:
+def recorded_embedder(s: Session, lock: str = "") -> tuple[str, int] | None:
+    """The (name, dimensions) of the embedder the store's vectors were built with (None
+    before the first open binds one); ``lock``: the database's row-lock clause."""
     row = s.one("SELECT value FROM meta WHERE key = 'embedder'" + lock)
     if row is None:
         return None

@@ -27,9 +27,18 @@ function el(tag, text, className) {
   return node;
 }
 
+// The user box names one user; "all users" reads every user's memories (all_scopes), which
+// a tenant holding several users needs when no user_id is given. An id names one memory
+// whatever its user, so with "all users" an entry is fetched with no scope.
+function allUsers() { return $("all-users").checked; }
+
 function scope() {
   const user = $("user").value.trim();
-  return user ? { user_id: user } : {};
+  return user && !allUsers() ? { user_id: user } : {};
+}
+
+function allUsersChanged() {
+  $("user").disabled = allUsers();
 }
 
 function scopeQuery() {
@@ -47,7 +56,8 @@ async function search(event) {
   $("status").textContent = "Searching...";
   $("results").replaceChildren();
   try {
-    const body = Object.assign({ query: $("query").value, mode: $("mode").value, limit: 25 }, scope());
+    const body = Object.assign({ query: $("query").value, mode: $("mode").value, limit: 25 }, scope(),
+      allUsers() ? { all_scopes: true } : {});
     const data = await api("/v1/memories/search", { method: "POST", body: JSON.stringify(body) });
     $("status").textContent = data.results.length
       ? data.results.length + " result(s), best first"
@@ -64,7 +74,8 @@ async function search(event) {
       $("results").append(li);
     }
   } catch (err) {
-    $("status").textContent = "Error: " + err.message;
+    const hint = err.message.includes("all_scopes") ? " (here: give a user_id or tick all users)" : "";
+    $("status").textContent = "Error: " + err.message + hint;
   }
 }
 
@@ -189,6 +200,8 @@ function tab(name) {
 $("key").value = sessionStorage.getItem("lightmem-key") || "";
 $("key-hint").hidden = key() !== "";
 $("key").addEventListener("input", keyChanged);
+$("all-users").addEventListener("change", allUsersChanged);
+allUsersChanged();
 $("search-form").addEventListener("submit", search);
 $("subgraph-form").addEventListener("submit", highlight);
 $("reload-graph").addEventListener("click", loadGraph);
