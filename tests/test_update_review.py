@@ -149,6 +149,19 @@ def test_sessions_imported_newest_first_are_superseded(store_path: Path, mode: s
         assert mem.retrieve("Where does Maya live?", limit=1)[0].entry.id == new.id
 
 
+def test_a_restatement_imported_newest_first_keeps_the_later_said(store_path: Path) -> None:
+    """The merge queue is ordered by time too: the restatement said later absorbs the one
+    said earlier, whichever was stored first."""
+    with LightMemory.from_config({"store": {"path": str(store_path)}}) as mem:
+        mem.add_memory(_turn("late", "I don't eat meat at all.", JUN), force_extract=True)
+        mem.add_memory(_turn("early", "I don't eat meat.", JAN), force_extract=True)
+        mem.construct_update_queue_all_entries()
+        assert len(mem.offline_update_all_entries().deleted) == 1
+        assert _own(mem, "early") is None
+        kept = _own(mem, "late")
+        assert kept is not None and "early" in kept.source_ids
+
+
 # -- 4. the entropy compressor ---------------------------------------------------------------
 
 

@@ -37,7 +37,6 @@ from lightmem.pipeline.compress import (
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import MAX_MESSAGES, normalize_messages
-from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.retrieve import Retriever, format_context
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
@@ -54,9 +53,9 @@ from lightmem.pipeline.update import (
     OfflineUpdater,
     Updater,
     UpdateReport,
-    build_queue,
     nearest_stored,
     run_update,
+    scope_queue,
 )
 from lightmem.pipeline.update_llm import LLMUpdater
 from lightmem.sanitize import check_text
@@ -406,8 +405,7 @@ class LightMemory:
         validate.positive_int("top_k", top_k, MAX_TOP_K)
         validate.positive_int("keep_top_n", keep_top_n, MAX_KEEP_TOP_N)
         scope = validate.scope(user_id, agent_id, run_id)
-        ids, matrix, groups = extracted_vectors(self.store, scope)
-        queue = build_queue(ids, matrix, groups, top_k, keep_top_n)
+        queue, _ = scope_queue(self.store, scope, top_k, keep_top_n)
         self.store.save_update_queue(queue)
         return len(queue)
 
@@ -439,7 +437,8 @@ class LightMemory:
             return UpdateReport(0, (), ())
         vectors = self.embedder.embed([e.search_text for e in new], op="update.online")
         near = nearest_stored(self.store, new, vectors)
-        self.store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items()})
+        fresh = set(new_ids)  # an earlier entry keyed by a turn said before it keeps its queue
+        self.store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items() if i in fresh})
         return run_update(
             self.store, self.embedder, self.updater, scope, 0.8, only=new_ids, nearest=near
         )
