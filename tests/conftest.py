@@ -171,6 +171,16 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[TenantPool]:
+    """Tenants in ``tmp_path / "data"``, closed after the test."""
+    from lightmem.server.tenancy import TenantPool
+
+    p = TenantPool(tmp_path / "data")
+    yield p
+    p.close()
+
+
 @contextmanager
 def acme_rest(tmp_path: Path, timeout: float = 120) -> Iterator[tuple[httpx.Client, TenantPool]]:
     """A REST server on loopback over tenants in ``tmp_path``, and a client of tenant acme."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,13 +33,6 @@ TURNS = [
 QUERY = "Where does Priya live?"
 #: Dates that are not on the calendar, or not ISO 8601.
 OFF_CALENDAR = ["2023-02-30", "2023-13-01", "2023-06-01T24:00", "2023-02-29", "12 June 2023"]
-
-
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[TenantPool]:
-    p = TenantPool(tmp_path / "data")
-    yield p
-    p.close()
 
 
 @pytest.fixture

@@ -176,13 +176,6 @@ def test_the_several_users_message_says_more_only_when_there_are_more(tmp_path: 
 
 # -- #5: provisional entries can be flushed over REST and MCP -----------------------------
 @pytest.fixture
-def pool(tmp_path: Path) -> Iterator[TenantPool]:
-    p = TenantPool(tmp_path / "data")
-    yield p
-    p.close()
-
-
-@pytest.fixture
 def keys(pool: TenantPool) -> Iterator[KeyRegistry]:
     k = pool.keys()
     yield k

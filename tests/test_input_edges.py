@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,6 @@ THANKS_TWICE = [
     {"role": "user", "content": "thanks"},
     {"role": "assistant", "content": "Booked the hotel too."},
 ]
-
-
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[TenantPool]:
-    p = TenantPool(tmp_path / "data")
-    yield p
-    p.close()
 
 
 def _mcp_call(tenant: Tenant, tool: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,13 +31,6 @@ FLUXMEM = {
     "show_subgraph",
 }
 SCOPE = {"user_id", "agent_id", "run_id"}
-
-
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[TenantPool]:
-    p = TenantPool(tmp_path / "data")
-    yield p
-    p.close()
 
 
 def _tools(pool: TenantPool) -> list[Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,13 +131,6 @@ def test_the_last_update_answer_drops_only_its_unstorable_action(
 
 
 # -- finding 4: MCP add_memory, "" (or []) is an unused parameter in both paths ----------------
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[TenantPool]:
-    p = TenantPool(tmp_path / "data")
-    yield p
-    p.close()
-
-
 def _add_memory(pool: TenantPool, args: dict[str, Any]) -> dict[str, Any]:
     tenant = pool.get("acme")
 

@@ -1,7 +1,7 @@
 """The update detector on conversations in general: what is a change (a marked change of
-the same subject's value, the same statement with another value) and what is not (plans,
-questions, additions, reported speech, events, a listener addressed by name, recency
-words); the online update compares a new entry with a bounded number of earlier ones and
+the same subject's value, the same statement with another value, read past titles,
+object pronouns and corrections) and what is not (plans, questions, additions, reported
+speech, events, a listener addressed by name, recency words, another person's change); the online update compares a new entry with a bounded number of earlier ones and
 decides as the offline pass does."""
 
 from __future__ import annotations
@@ -81,6 +81,33 @@ BASE = ("Ana", "I live in Porto with my sister.")
 )
 def test_what_is_not_a_change_supersedes_nothing(detector: Detector, who: str, new: str) -> None:
     assert _pairs(detector, [BASE, ("Ben", "I work at a bakery in Faro."), (who, new)]) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My dentist is Dr. Moreau.", "My dentist is Dr. Haddad now."),
+        ("I live in Porto.", "Moved to Lisbon last month, loving it."),
+        ("My flight lands at Heathrow.", "Sorry, I meant Gatwick, not Heathrow."),
+    ],
+)
+def test_changes_read_past_titles_object_pronouns_and_corrections(
+    detector: Detector, old: str, new: str
+) -> None:
+    assert _pairs(detector, [("Ana", old), ("Ana", new)]) == [("e0", "e1")]
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        "My colleague Ruth moved to Lisbon last month.",
+        "Hendrik, my cousin, moved to Lisbon now.",
+        "My best friend Yvette lives in Lisbon now.",
+        "Ruth moved to Lisbon now.",
+    ],
+)
+def test_another_persons_change_is_not_the_speakers(detector: Detector, new: str) -> None:
+    assert _pairs(detector, [("Ana", "I live in Porto."), ("Ana", new)]) == []
 
 
 def test_events_and_turns_saying_several_things_are_not_replaced(detector: Detector) -> None:
