@@ -293,22 +293,38 @@ class Reading:
 def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     """Read ``sentence`` said by ``speaker`` (lower-case) among the scope's speaker
     ``names`` (lower-case)."""
-    core = without_vocatives(sentence, names)
-    toks = tokens(core)
-    low = " ".join(toks)
+    core, toks, who, irrealis, additive, reported = _who_and_mood(sentence, speaker, names)
     return Reading(
         core,
-        relative(core) or third_person(core, names) or subject_of(toks, speaker, names),
-        bool(set(toks) & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
-        bool(set(toks) & _ADDITIVE)
-        or _has_phrase(low, _ADDITIVE_PHRASES)
-        or bool(_TOO.search(core)),
-        bool(set(toks) & _REPORTED),
+        who,
+        irrealis,
+        additive,
+        reported,
         marks_change(toks),
         narrates_past(toks),
         ended(core),
         heads(toks, names),
         named_relation(core, names),
+    )
+
+
+def _who_and_mood(
+    sentence: str, speaker: str, names: Collection[str]
+) -> tuple[str, list[str], str, bool, bool, bool]:
+    """The sentence without vocatives, its tokens, its subject, and whether it is a plan
+    or guess, an addition, reported speech: the part of :func:`read` that
+    :func:`subjects` needs."""
+    core = without_vocatives(sentence, names)
+    toks = tokens(core)
+    low = " ".join(toks)
+    words = set(toks)
+    return (
+        core,
+        toks,
+        relative(core) or third_person(core, names) or subject_of(toks, speaker, names),
+        bool(words & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
+        bool(words & _ADDITIVE) or _has_phrase(low, _ADDITIVE_PHRASES) or bool(_TOO.search(core)),
+        bool(words & _REPORTED),
     )
 
 
@@ -323,10 +339,11 @@ def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
     for sentence in sentences(text):
         if is_question(sentence):
             continue
-        r = read(sentence, me, {me})
-        if not r.asserts or (newer and r.additive):
-            continue
-        out.update({r.named} if newer and r.named else {r.subject, r.named} - {""})
+        core, _, who, irrealis, additive, reported = _who_and_mood(sentence, me, {me})
+        if not who or irrealis or reported or (newer and additive):
+            continue  # asserts nothing (Reading.asserts), or adds rather than replaces
+        named = named_relation(core, {me})
+        out.update({named} if newer and named else {who, named} - {""})
     return frozenset(out)
 
 

@@ -45,6 +45,7 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _RECENCY_REACH = 2  # how many places a newer statement may pass older ones
+_RECENCY_WINDOW = 24  # the ranks that may move (what a context of 800 tokens holds)
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
 
@@ -115,24 +116,22 @@ def newer_first(
     ranked: Sequence[ScoredId], entries: Mapping[str, MemoryEntry], question: str
 ) -> list[ScoredId]:
     """For a question about the present (in the present tense): a speaker's newer
-    statement moved up past their
-    older ones, at most ``_RECENCY_REACH`` places, when the newer one asserts something
-    of a subject the older one is about (not a plan, question, report or addition) and
-    shares every word of the question the older one shares (or, where the older one
-    shares none, a word with the older one). What the update detector missed ("Our
-    Valencia flat finally has furniture" after "I rent a flat in Nantes") then still
-    comes first, while a statement about another thing the question names ("my bedroom
-    is blue" for "what colour is my kitchen?") does not pass the older one."""
+    statement moved up past their older ones, at most ``_RECENCY_REACH`` places, when it
+    asserts something of a subject the older one is about (not a plan, question, report
+    or addition) and shares every word of the question the older one shares (or, where
+    the older one shares none, a word with the older one), passing nothing between that
+    the question's words favour more. What the update detector missed ("Our flat in Porto
+    gets sun all morning" after "My flat is in Ghent") then still comes first, while a
+    statement about another thing the question names ("my bedroom is blue" for "what
+    colour is my kitchen?") does not pass the older one."""
     if _asks_of_event(question):
         return list(ranked)
-    asked = _keys(question)
+    read = _Readings(question)
     out = list(ranked)
-    for k in range(1, len(out)):
+    for k in range(1, min(len(out), _RECENCY_WINDOW)):
         new = entries.get(out[k][0])
         if new is None or not new.speaker:
             continue
-        about = statements.subjects(new.original_text, new.speaker, newer=True)
-        words = _keys(new.original_text)
         # the highest older statement it may pass within reach, over nothing between that
         # the question's words favour more than the newer one
         to = None
@@ -140,13 +139,33 @@ def newer_first(
             old = entries.get(out[i][0])
             if old is None:
                 break
-            if _newer_answer(old, new, asked, words, about):
+            if _newer_answer(old, new, read):
                 to = i
-            elif not asked & _keys(old.original_text) <= words:
+            elif not read.asked & read.words(old) <= read.words(new):
                 break
         if to is not None:  # with the score of the one it passed: scores stay in order
             out.insert(to, (out.pop(k)[0], out[to][1]))
     return out
+
+
+class _Readings:
+    """What :func:`newer_first` reads of a question's candidates, each read once."""
+
+    def __init__(self, question: str) -> None:
+        self.asked = _keys(question)
+        self._words: dict[str, frozenset[str]] = {}
+        self._subjects: dict[tuple[str, bool], frozenset[str]] = {}
+
+    def words(self, e: MemoryEntry) -> frozenset[str]:
+        if e.id not in self._words:
+            self._words[e.id] = _keys(e.original_text)
+        return self._words[e.id]
+
+    def subjects(self, e: MemoryEntry, newer: bool) -> frozenset[str]:
+        key = (e.id, newer)
+        if key not in self._subjects:
+            self._subjects[key] = statements.subjects(e.original_text, e.speaker, newer=newer)
+        return self._subjects[key]
 
 
 def _asks_of_event(question: str) -> bool:
@@ -160,26 +179,19 @@ def _asks_of_event(question: str) -> bool:
     return bool(done) and not statements.present_words(toks)
 
 
-def _newer_answer(
-    old: MemoryEntry,
-    new: MemoryEntry,
-    asked: frozenset[str],
-    words: frozenset[str],
-    about: frozenset[str],
-) -> bool:
-    """Does ``new`` (of ``words``, asserting something of the subjects ``about``) answer
-    the question (of words ``asked``) instead of ``old``?"""
+def _newer_answer(old: MemoryEntry, new: MemoryEntry, read: _Readings) -> bool:
+    """Does ``new`` answer the question instead of ``old`` (the cheap tests first)?"""
     if old.scope != new.scope or old.kind != "entry" or new.kind != "entry":
         return False
     if old.speaker != new.speaker or not old.current_at():
         return False
     if old.timestamp is None or new.timestamp is None or old.timestamp >= new.timestamp:
         return False
-    if not about & statements.subjects(old.original_text, old.speaker, newer=False):
+    theirs, words = read.words(old), read.words(new)
+    shared = read.asked & theirs
+    if not (shared <= words if shared else theirs & words):
         return False
-    theirs = _keys(old.original_text)
-    shared = asked & theirs
-    return shared <= words if shared else bool(theirs & words)
+    return bool(read.subjects(new, True) & read.subjects(old, False))
 
 
 def _keys(text: str) -> frozenset[str]:
