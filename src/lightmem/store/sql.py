@@ -168,8 +168,9 @@ class DamagedRowError(StoreError):
     """A stored row lightmem cannot read (malformed JSON, a vector of the wrong size)."""
 
     def __init__(self, table: str, row_id: object, detail: str) -> None:
+        what = f"{table} row {row_id!r}" if table else "a stored row"
         super().__init__(
-            f"store: {table} row {row_id!r} is damaged ({detail}); "
+            f"store: {what} is damaged ({detail}); "
             "delete or repair it (integrity_check() lists such rows)"
         )
         self.table, self.row_id = table, row_id
@@ -188,7 +189,9 @@ def json_value(value: Any, table: str = "", row_id: object = None, column: str =
         out = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:  # (nested too deeply: RecursionError)
         raise DamagedRowError(
-            table or "a", row_id, f"column {column or '?'} is not valid JSON: {exc}"
+            table,
+            row_id,
+            f"{f'column {column}' if column else 'a column'} is not valid JSON: {exc}",
         ) from None
     return _no_lone_surrogates(out) if "\\" in text and "\\ud" in text.lower() else out
 
