@@ -43,7 +43,9 @@ from lightmem.store.sql import (
     entry_params,
     filter_sql,
     history_from_row,
+    json_value,
     message_from_row,
+    readable,
     scope_sql,
     ts,
 )
@@ -227,8 +229,8 @@ class SQLStore(SQLBookkeeping):
                 "user_id = ? AND agent_id = ? AND run_id = ?",
                 (*chunk, scope.user_id, scope.agent_id, scope.run_id),
             ):
-                meta = r[7] if isinstance(r[7], str) else json.dumps(r[7])
-                found[r[0]] = (*r[1:7], json.loads(meta) if meta else {})
+                meta = json_value(r[7], "messages", r[0], "metadata") if r[7] else {}
+                found[r[0]] = (*r[1:7], meta)
         return found
 
     def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
@@ -284,7 +286,7 @@ class SQLStore(SQLBookkeeping):
                     f"AND {where}",
                     (*chunk, *params),
                 )
-        return [message_from_row(r[1:]) for r in sorted(rows, key=lambda r: int(r[0]))]
+        return readable(sorted(rows, key=lambda r: int(r[0])), lambda r: message_from_row(r[1:]))
 
     # -- entries ----------------------------------------------------------------------------
     def commit_extraction(
@@ -425,11 +427,10 @@ class SQLStore(SQLBookkeeping):
         with self.db.read() as s:
             for start in range(0, len(entry_ids), _CHUNK):
                 chunk = list(entry_ids[start : start + _CHUNK])
-                for row in s.all(
+                rows = s.all(
                     f"SELECT {ENTRY_COLS} FROM entries WHERE id IN ({_marks(chunk)})", chunk
-                ):
-                    e = entry_from_row(row)
-                    out[e.id] = e
+                )
+                out.update((e.id, e) for e in readable(rows, entry_from_row))
         return out
 
     def list_entries(
@@ -442,7 +443,7 @@ class SQLStore(SQLBookkeeping):
                 "ORDER BY coalesce(ts, created_at), rid LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             )
-        return [entry_from_row(r) for r in rows]
+        return readable(rows, entry_from_row)
 
     def iter_entries(self, scope: Scope, filters: Filters, page: int) -> Iterator[MemoryEntry]:
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
@@ -458,8 +459,7 @@ class SQLStore(SQLBookkeeping):
                     f"ORDER BY {order}, rid LIMIT ?",
                     (*params, *after, page),
                 )
-            for r in rows:
-                yield entry_from_row(r[:-2])
+            yield from readable(rows, lambda r: entry_from_row(r[:-2]))
             if len(rows) < page:
                 return
             at, rid = rows[-1][-2:]
@@ -540,7 +540,7 @@ class SQLStore(SQLBookkeeping):
                 f"WHERE entry_id = ? AND {where} ORDER BY seq",
                 (entry_id, *params),
             )
-        return [history_from_row(r) for r in rows]
+        return readable(rows, history_from_row)
 
     # -- search (the backend's piece) -----------------------------------------------------
     def vector_search(

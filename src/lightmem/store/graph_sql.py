@@ -19,7 +19,7 @@ from lightmem.errors import NotFoundError, StoreError
 from lightmem.store.db import Database, Session
 from lightmem.store.purge import PurgeReport, purge_graph, purge_node
 from lightmem.store.sessions import SQLTaskSessions
-from lightmem.store.sql import dumps, json_value, scope_sql, ts
+from lightmem.store.sql import dumps, json_value, readable, scope_sql, ts
 from lightmem.store.topk import top_positions
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
@@ -134,11 +134,8 @@ class SQLGraphStore:
             for start in range(0, len(node_ids), 500):
                 chunk = list(node_ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                for row in s.all(
-                    f"SELECT {NODE_COLS} FROM graph_nodes WHERE id IN ({marks})", chunk
-                ):
-                    n = node_from_row(row)
-                    out[n.id] = n
+                rows = s.all(f"SELECT {NODE_COLS} FROM graph_nodes WHERE id IN ({marks})", chunk)
+                out.update((n.id, n) for n in readable(rows, node_from_row))
         return out
 
     def nodes(
@@ -152,7 +149,7 @@ class SQLGraphStore:
                 + f"{where} ORDER BY rid {order} LIMIT {self.db.dialect.placeholder}",
                 (kind, *params, limit),
             ).fetchall()
-        found = [node_from_row(r) for r in rows]
+        found = readable(rows, node_from_row)
         return found[::-1] if newest else found
 
     # -- edges ------------------------------------------------------------------------------
@@ -237,7 +234,7 @@ class SQLGraphStore:
                 "ORDER BY created_at, src, dst",
                 args,
             ).fetchall()
-        return [edge_from_row(r) for r in rows]
+        return readable(rows, edge_from_row)
 
     # -- history ----------------------------------------------------------------------------
     def _log(
@@ -278,19 +275,7 @@ class SQLGraphStore:
                 + s.sql("LIMIT ?"),
                 (*params, limit),
             ).fetchall()
-        return [
-            {
-                "seq": r[0],
-                "op": r[1],
-                "target": r[2],
-                "target_id": r[3],
-                "before": json_value(r[4]) if r[4] else None,
-                "after": json_value(r[5]) if r[5] else None,
-                "at": (ts(r[6]) or datetime.min.replace(tzinfo=UTC)).isoformat(),
-                "reason": r[7],
-            }
-            for r in reversed(rows)
-        ]
+        return readable(reversed(rows), _event)
 
     def undo(self, seq: int, embed: Callable[[str], Vector], scope: Scope | None = None) -> None:
         """Revert history event ``seq`` of ``scope``: the target goes back to its ``before``
@@ -308,7 +293,7 @@ class SQLGraphStore:
                 raise NotFoundError(f"seq: no graph history event {seq} in this scope")
             target, target_id, before_raw = row[0], row[1], row[2]
             event_scope = Scope(*row[3:6])
-            before = json_value(before_raw) if before_raw else None
+            before = json_value(before_raw, "graph_history", seq, "before") if before_raw else None
             if target == "edge":
                 self._undo_edge(s, seq, target_id, event_scope, before)
             else:
@@ -421,7 +406,7 @@ def node_from_row(r: Sequence[Any]) -> Node:
         kind=r[1],
         scope=Scope(r[2], r[3], r[4]),
         text=r[5],
-        data=json_value(r[6]),
+        data=json_value(r[6], "graph_nodes", r[0], "data"),
         version=r[7],
         created_at=ts(r[8]),
         updated_at=ts(r[9]),
@@ -429,7 +414,23 @@ def node_from_row(r: Sequence[Any]) -> Node:
 
 
 def edge_from_row(r: Sequence[Any]) -> Edge:
-    return Edge(kind=r[0], src=r[1], dst=r[2], weight=float(r[3]), data=json_value(r[4]))
+    edge = f"{r[0]}|{r[1]}|{r[2]}"
+    data = json_value(r[4], "graph_edges", edge, "data")
+    return Edge(kind=r[0], src=r[1], dst=r[2], weight=float(r[3]), data=data)
+
+
+def _event(r: Sequence[Any]) -> dict[str, Any]:
+    """A graph history event from (seq, op, target, target_id, before, after, at, reason)."""
+    return {
+        "seq": r[0],
+        "op": r[1],
+        "target": r[2],
+        "target_id": r[3],
+        "before": json_value(r[4], "graph_history", r[0], "before") if r[4] else None,
+        "after": json_value(r[5], "graph_history", r[0], "after") if r[5] else None,
+        "at": (ts(r[6]) or datetime.min.replace(tzinfo=UTC)).isoformat(),
+        "reason": r[7],
+    }
 
 
 def top_k(ids: list[str], matrix: Vector, query: Vector, k: int) -> list[ScoredId]:

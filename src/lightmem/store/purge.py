@@ -6,9 +6,9 @@ rows, their history, the messages they came from, update-queue rows and, for a s
 FluxMem nodes, edges and graph history of that scope (with other scopes' edges to its nodes
 and their events). One FluxMem node goes with its
 vector and full-text row, its edges, its graph history and the history of its edges, every
-graph history event whose snapshot holds one of its texts, and the task sessions that show
-it (see :func:`purge_node`). The usage ledger holds only counters per (kind, op), never
-text, so nothing in it names a purged scope.
+graph history event of its own scope whose snapshot quotes one of its texts, and the task
+sessions that show it (see :func:`purge_node`). The usage ledger holds only counters per
+(kind, op), never text, so nothing in it names a purged scope.
 
 The rows are removed in one transaction inside the database's ``erasing()`` block (SQLite:
 ``secure_delete``, so freed pages are zeroed); after the commit its ``compact()`` rewrites
@@ -18,6 +18,7 @@ PostgreSQL: VACUUM of the touched tables). Only that tail is written per backend
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -116,8 +117,10 @@ def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
 def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> PurgeReport:
     """Remove FluxMem node ``node_id`` (in ``scope``) for good: its row with its vector and
     full text, its edges (of any scope), its graph history and that of its edges, every
-    other graph history event whose snapshot holds one of the texts it ever had (the
-    events themselves go: they cannot be undone after), and the task sessions that show it
+    other graph history event of the node's own scope whose snapshot quotes one of the
+    texts it ever had as a whole (not inside a longer word; other scopes' events are left
+    alone; the events themselves go: they cannot be undone after), and the task sessions
+    that show it
     (its episode's, those whose subgraph holds it; finished ones too). A node
     already removed (undone) is found by its history. Raises
     :class:`~lightmem.errors.NotFoundError` when neither is in this scope."""
@@ -132,19 +135,23 @@ def _purge_node(
 ) -> dict[str, int]:
     where, params = scope_sql(db.dialect, scope)
     row = s.one(
-        f"SELECT text FROM graph_nodes WHERE id = ? AND {where}" + db.row_lock,
+        f"SELECT text, user_id, agent_id, run_id FROM graph_nodes WHERE id = ? AND {where}"
+        + db.row_lock,
         (node_id, *params),
     )
     own = s.all(
-        "SELECT seq, before, after FROM graph_history "
+        "SELECT seq, before, after, user_id, agent_id, run_id FROM graph_history "
         f"WHERE target = 'node' AND target_id = ? AND {where}",
         (node_id, *params),
     )
     if row is None and not own:
         raise NotFoundError(f"node_id: no graph node {node_id!r} in this scope")
     texts = {str(row[0])} if row is not None else set()
-    for _, *snaps in own:
-        texts |= {str(snap.get("text") or "") for snap in map(_snapshot, snaps)}
+    # The node's own scope (a node keeps its scope, so this is one scope in practice).
+    scopes = {tuple(map(str, row[1:4]))} if row is not None else set()
+    for r in own:
+        texts |= {str(snap.get("text") or "") for snap in map(_snapshot, r[1:3])}
+        scopes.add(tuple(map(str, r[3:6])))
     texts.discard("")  # (an empty text is in every string)
     nodes.delete(s, node_id)
     out = {"graph_nodes": 0 if row is None else 1}
@@ -152,7 +159,7 @@ def _purge_node(
         s.execute("DELETE FROM graph_edges WHERE src = ? OR dst = ?", (node_id, node_id))
     )
     edge_events = _edge_events_naming(s, {node_id})
-    quoting = _events_quoting(s, texts)
+    quoting = [seq for owner in sorted(scopes) for seq in _events_quoting(s, owner, texts)]
     seqs = sorted({int(r[0]) for r in own} | set(edge_events) | set(quoting))
     out["graph_history"] = _delete_in(s, "graph_history", "seq", seqs)
     # (A session whose task merely quotes the text keeps it in its own episode node too.)
@@ -183,21 +190,51 @@ def _edge_events_naming(s: Session, node_ids: set[str]) -> list[int]:
     return found
 
 
-def _events_quoting(s: Session, texts: set[str]) -> list[int]:
-    """The graph history events whose snapshots hold one of ``texts`` (JSON strings are
-    escaped differently per backend, so they are decoded and searched here, a page of
-    events at a time)."""
+def _events_quoting(s: Session, owner: tuple[str, ...], texts: set[str]) -> list[int]:
+    """The graph history events of scope ``owner`` (user, agent, run) whose snapshots hold
+    one of ``texts`` (see :func:`_quoting`). Other scopes' events are never touched: a
+    short text such as "is" would otherwise erase other users' history. JSON strings are
+    escaped differently per backend, so snapshots are decoded and searched here, a page of
+    events at a time."""
     found: list[int] = []
+    quotes = _quoting(texts)
+    if quotes is None:
+        return found
     last = -1
     while True:
         page = s.all(
-            "SELECT seq, before, after FROM graph_history WHERE seq > ? ORDER BY seq LIMIT ?",
-            (last, _CHUNK),
+            "SELECT seq, before, after FROM graph_history "
+            "WHERE user_id = ? AND agent_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (*owner, last, _CHUNK),
         )
-        found += [int(r[0]) for r in page if any(_holds(_snapshot(x), texts) for x in r[1:])]
+        found += [int(r[0]) for r in page if any(_holds(_snapshot(x), quotes) for x in r[1:])]
         if len(page) < _CHUNK:
             return found
         last = int(page[-1][0])
+
+
+#: A letter, digit or "_" of a script written with spaces between words: a text is quoted
+#: only where it does not start or end next to one of these. (Chinese, Japanese, Thai,
+#: Lao, Burmese and Khmer run words together, so there any occurrence is a copy.)
+_SPACED_WORD = (
+    "[^\\W\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003ffff]"
+)
+_IS_SPACED_WORD = re.compile(_SPACED_WORD)
+
+
+def _quoting(texts: set[str]) -> re.Pattern[str] | None:
+    """A pattern finding any of ``texts`` as a whole: the whole string, or a part of one
+    that does not start or end inside a word (so the text "is" is found in "it is", where
+    it is a copy, but not in "this"). None when there is no text."""
+    parts = [
+        (f"(?<!{_SPACED_WORD})" if _IS_SPACED_WORD.match(t[0]) else "")
+        + re.escape(t)
+        + (f"(?!{_SPACED_WORD})" if _IS_SPACED_WORD.match(t[-1]) else "")
+        for t in sorted(texts, key=len, reverse=True)
+        if t
+    ]
+    return re.compile("|".join(parts)) if parts else None
 
 
 def _snapshot(raw: Any) -> dict[str, Any]:
@@ -205,14 +242,14 @@ def _snapshot(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _holds(value: Any, texts: set[str]) -> bool:
-    """True when a string inside ``value`` (a JSON value) contains one of ``texts``."""
+def _holds(value: Any, quotes: re.Pattern[str]) -> bool:
+    """True when a string inside ``value`` (a JSON value) quotes a text (see _quoting)."""
     if isinstance(value, str):
-        return any(t in value for t in texts)
+        return quotes.search(value) is not None
     if isinstance(value, dict):
-        return any(_holds(v, texts) for v in value.values())
+        return any(_holds(v, quotes) for v in value.values())
     if isinstance(value, list):
-        return any(_holds(v, texts) for v in value)
+        return any(_holds(v, quotes) for v in value)
     return False
 
 

@@ -2,16 +2,20 @@
 
 JSON is written strictly (no NaN or Infinity, which SQLite's JSON functions refuse) and
 read defensively: a row written before that rule with ``NaN`` reads back with the token as
-a string, and lone surrogates in stored JSON read back as U+FFFD, so one bad row can never
-make a list, search or history fail."""
+a string, and lone surrogates in stored JSON read back as U+FFFD. JSON no decoder reads
+(a row damaged by another tool) raises :class:`DamagedRowError` naming the table, row and
+column: reading that one row fails, while lists, searches and histories skip it with a
+warning (:func:`readable`), so one bad row can never make them fail; the SQLite store's
+``integrity_check()`` lists such rows."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +29,7 @@ __all__ = [
     "ENTRY_COLS",
     "POSTGRES",
     "SQLITE",
+    "DamagedRowError",
     "Dialect",
     "buffered_from_rows",
     "buffered_params",
@@ -38,9 +43,14 @@ __all__ = [
     "history_from_row",
     "json_value",
     "message_from_row",
+    "readable",
     "scope_sql",
     "ts",
+    "vector_from_blob",
 ]
+
+log = logging.getLogger("lightmem.store")
+_T = TypeVar("_T")
 
 #: The entry columns both SQL backends read and write, in this order.
 ENTRY_COLS = (
@@ -154,14 +164,57 @@ def entry_params(e: MemoryEntry, as_json: Callable[[Any], Any] = dumps) -> tuple
 _DECODER = json.JSONDecoder(parse_constant=str)
 
 
-def json_value(value: Any) -> Any:
-    """A JSON column as a value (never raises on NaN or a lone surrogate; see above)."""
+class DamagedRowError(StoreError):
+    """A stored row lightmem cannot read (malformed JSON, a vector of the wrong size)."""
+
+    def __init__(self, table: str, row_id: object, detail: str) -> None:
+        what = f"{table} row {row_id!r}" if table else "a stored row"
+        super().__init__(
+            f"store: {what} is damaged ({detail}); "
+            "delete or repair it (integrity_check() lists such rows)"
+        )
+        self.table, self.row_id = table, row_id
+
+
+def json_value(value: Any, table: str = "", row_id: object = None, column: str = "") -> Any:
+    """A JSON column as a value (never raises on NaN or a lone surrogate; see above).
+
+    Malformed JSON raises :class:`DamagedRowError` naming ``table``, ``row_id`` and
+    ``column``."""
     # SQLite hands JSON columns back as text, PostgreSQL (jsonb) as values.
     if not isinstance(value, str | bytes):
         return value
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    out = _DECODER.decode(text)
+    try:
+        out = _DECODER.decode(text)
+    except (ValueError, RecursionError) as exc:  # (nested too deeply: RecursionError)
+        raise DamagedRowError(
+            table,
+            row_id,
+            f"{f'column {column}' if column else 'a column'} is not valid JSON: {exc}",
+        ) from None
     return _no_lone_surrogates(out) if "\\" in text and "\\ud" in text.lower() else out
+
+
+def readable(rows: Iterable[Sequence[Any]], build: Callable[[Sequence[Any]], _T]) -> list[_T]:
+    """``build`` of each row, skipping (with a warning) the rows it finds damaged: one bad
+    row never makes a list, search or history fail."""
+    out: list[_T] = []
+    for r in rows:
+        try:
+            out.append(build(r))
+        except DamagedRowError as exc:
+            log.warning("skipped a damaged row: %s", exc)
+    return out
+
+
+def vector_from_blob(blob: bytes, dim: int, table: str, row_id: object) -> npt.NDArray[Any]:
+    """A stored float32 vector of ``dim`` values; another size raises DamagedRowError."""
+    if len(blob) != 4 * dim:
+        raise DamagedRowError(
+            table, row_id, f"its vector has {len(blob)} bytes, not {dim} float32 values"
+        )
+    return np.frombuffer(blob, dtype=np.float32)
 
 
 def _no_lone_surrogates(value: Any) -> Any:
@@ -196,12 +249,12 @@ def entry_from_row(r: Sequence[Any]) -> MemoryEntry:
         speaker_id=r[8],
         speaker_name=r[9],
         topic_id=r[10],
-        source_ids=tuple(json_value(r[11])),
+        source_ids=tuple(json_value(r[11], "entries", r[0], "source_ids")),
         context=r[12],
         version=r[13],
         created_at=ts(r[14]),
         updated_at=ts(r[15]),
-        metadata=json_value(r[16]),
+        metadata=json_value(r[16], "entries", r[0], "metadata"),
         event_time=span_from_epochs(r[17], r[18], r[19], r[20]),
         superseded_by=r[21] or "",
         valid_to=ts(r[22]),
@@ -220,7 +273,7 @@ def message_from_row(r: Sequence[Any]) -> Message:
         time_text=time_text,
         speaker_id=speaker_id,
         speaker_name=speaker_name,
-        metadata=json_value(meta),
+        metadata=json_value(meta, "messages", msg_id, "metadata"),
     )
 
 
@@ -261,8 +314,8 @@ def history_from_row(r: Sequence[Any]) -> HistoryEvent:
         version=r[3],
         at=ts(r[4]) or datetime.min.replace(tzinfo=UTC),
         reason=r[5],
-        before=json_value(r[6]) if r[6] else None,
-        after=json_value(r[7]) if r[7] else None,
+        before=json_value(r[6], "history", r[0], "before") if r[6] else None,
+        after=json_value(r[7], "history", r[0], "after") if r[7] else None,
     )
 
 

@@ -78,7 +78,8 @@ class SQLiteDatabase:
             conn.execute("PRAGMA foreign_keys = ON")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            # (A scribbled schema table makes sqlite3 fail decoding its own error message.)
             raise StoreError(
                 f"store.path: {self.path!r} is not a readable SQLite file ({exc})"
             ) from exc
@@ -102,7 +103,7 @@ class SQLiteDatabase:
         with self.read() as s:
             fresh = s.one("SELECT count(*) FROM sqlite_master")[0] == 0
             row = None if fresh else s.one("SELECT value FROM meta WHERE key = 'schema_version'")
-        version = int(row[0]) if row else 0
+        version = 0 if fresh else self._version(row)
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"store.path: {self.path!r} has schema version {version}; this lightmem reads "
@@ -131,6 +132,18 @@ class SQLiteDatabase:
                 "SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
             )
+
+    def _version(self, row: Sequence[object] | None) -> int:
+        """The schema version a store's meta table holds; a missing or non-numeric one
+        (a file damaged by another tool) is refused rather than migrated over."""
+        value = None if row is None else row[0]
+        if isinstance(value, str | int) and str(value).strip().isdigit():
+            return int(value)
+        raise StoreError(
+            f"store.path: {self.path!r} is damaged: its meta table holds "
+            + ("no schema version" if row is None else f"the schema version {value!r}")
+            + "; restore the file from a backup"
+        )
 
     # -- transactions and reads ---------------------------------------------------------
     def _check_open(self) -> None:
@@ -252,7 +265,8 @@ class SQLiteDatabase:
 
 def _reraise(exc: BaseException, path: str) -> None:
     """Raise driver errors as StoreError with the driver's message (others pass through)."""
-    if isinstance(exc, sqlite3.Error):
+    if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
+        # (sqlite3 raises UnicodeDecodeError for an error message naming scribbled bytes.)
         raise StoreError(f"store {path!r}: {exc}") from exc
     if isinstance(exc, UnicodeEncodeError):
         raise InvalidInputError(

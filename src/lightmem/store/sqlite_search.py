@@ -4,6 +4,7 @@ it; and FTS5 + exact vectors for the FluxMem graph's nodes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params, top_k
 from lightmem.store.saved_index import SavedIndex, renew_epoch, store_epoch
-from lightmem.store.sql import SQLITE, scope_sql
+from lightmem.store.sql import SQLITE, DamagedRowError, json_value, scope_sql, vector_from_blob
 from lightmem.store.sqlite_db import SQLiteDatabase
 from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
@@ -94,7 +95,7 @@ class SQLiteEntryIndex:
         n_v = s.one("SELECT count(*) FROM vectors")[0]
         if n_e != n_v:
             problems.append(f"index mismatch: {n_e} entries, {n_v} vectors")
-        return problems
+        return problems + _damaged_rows(s, self.dim)
 
     # -- keeping the columns in step with the file ----------------------------------------
     def rows(self) -> VectorRows:
@@ -223,7 +224,10 @@ class SQLiteNodeIndex:
                 )
                 ids = [r[0] for r in rows]
                 if rows:
-                    matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+                    # The size most of them have (a damaged one is named, not taken).
+                    dim = Counter(len(r[1]) for r in rows).most_common(1)[0][0] // 4
+                    vecs = [vector_from_blob(r[1], dim, "graph_vectors", r[0]) for r in rows]
+                    matrix = np.vstack(vecs)
                 else:
                     matrix = np.zeros((0, 0), dtype=np.float32)
                 self._cache[key] = (ids, matrix)
@@ -248,3 +252,34 @@ class SQLiteNodeIndex:
                 (match, kind, *params, k),
             )
         return [(r[0], -float(r[1])) for r in rows]
+
+
+#: The JSON columns of the SQLite store, by table, with the column naming a row.
+_JSON_COLUMNS = (
+    ("entries", "id", ("source_ids", "metadata")),
+    ("history", "seq", ("before", "after")),
+    ("messages", "msg_id", ("metadata",)),
+    ("graph_nodes", "id", ("data",)),
+    ("graph_history", "seq", ("before", "after")),
+)
+
+
+def _damaged_rows(s: Session, dim: int | None) -> list[str]:
+    """The rows lists and searches skip (see lightmem.store.sql.readable): JSON no decoder
+    reads, and vectors of another size than the store's."""
+    problems: list[str] = []
+    for table, key, columns in _JSON_COLUMNS:
+        for col in columns:
+            # json_valid refuses NaN too, which reads back fine: decoded to be sure.
+            for row_id, raw in s.all(
+                f"SELECT {key}, {col} FROM {table} WHERE {col} IS NOT NULL "
+                f"AND NOT json_valid({col})"
+            ):
+                try:
+                    json_value(raw, table, row_id, col)
+                except DamagedRowError as exc:
+                    problems.append(str(exc))
+    if dim:
+        for (rid,) in s.all("SELECT rid FROM vectors WHERE length(vec) != ?", (4 * dim,)):
+            problems.append(f"vectors row {rid}: not a {dim}-d float32 vector")
+    return problems

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lightmem.store.ann_index import IndexPolicy, IVFIndex
+from lightmem.store.sql import vector_from_blob
 from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.topk import top_positions
 from lightmem.types import Filters, Scope
@@ -94,7 +95,7 @@ class VectorRows:
         end = n + m
         self._matrix = _grown(self._matrix, end)
         for i, r in enumerate(rows, start=n):
-            self._matrix[i] = np.frombuffer(r[VEC], dtype=np.float32)
+            self._matrix[i] = vector_from_blob(r[VEC], self.dim, "vectors", r[RID])
         self._ids = _grown(self._ids, end)
         self._ids[n:end] = [r[0] for r in rows]
         self._rids = _grown(self._rids, end)
