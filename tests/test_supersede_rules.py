@@ -1,8 +1,9 @@
 """The update detector on conversations in general: what is a change (a marked change of
 the same subject's value, the same statement with another value, read past titles,
 object pronouns and corrections) and what is not (plans, questions, additions, reported
-speech, events, a listener addressed by name, recency words, another person's change); the online update compares a new entry with a bounded number of earlier ones and
-decides as the offline pass does."""
+speech, events, a listener addressed by name, recency words, another person's change);
+the online update compares a new entry with a bounded number of earlier ones and decides
+as the offline pass does."""
 
 from __future__ import annotations
 
