@@ -418,7 +418,9 @@ def _tenant(
         gate.leave(name)
 
 
-TenantDep = Annotated[Tenant, Depends(_tenant)]
+# "function": the slot is given back before the answer is sent, so a client that sends its
+# next request on reading an answer is never refused for the one it just had answered.
+TenantDep = Annotated[Tenant, Depends(_tenant, scope="function")]
 
 
 def _query_scope(
