@@ -117,8 +117,9 @@ def test_candidates_ask_the_store_only_for_what_is_new(demo_store: Path) -> None
 
 
 def test_a_retrieval_scores_each_vector_once(tmp_path: Path) -> None:
-    """Speaker focus searches again with the same query vector under a speaker filter:
-    the rows' scores of the first search are reused, and stay right as rows change."""
+    """A query naming a speaker searches with its vector and with the vector of the query
+    without the name, and speaker focus again with the latter under a speaker filter: the
+    rows' scores of the first two searches are reused, and stay right as rows change."""
     with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
         mem.add_memory(demo_messages(), force_extract=True, user_id="maya")
         store = mem.store
@@ -130,7 +131,7 @@ def test_a_retrieval_scores_each_vector_once(tmp_path: Path) -> None:
         assert [r.entry.id for r in again] == [r.entry.id for r in first]
         assert rows.scorings == before  # the same vector: no row scored again
         mem.retrieve("Which race did Maya sign up for?", user_id="maya")
-        assert rows.scorings == before + 1  # one scoring for the plain and focused searches
+        assert rows.scorings == before + 2  # one scoring for each vector, none for the focus
         # a new row is scored and found; a deleted one is not found any more
         mem.add_memory(
             [{"content": "Maya eats lentil curry every Sunday", "speaker_name": "Maya"}],
@@ -169,3 +170,34 @@ def test_bm25_scores_do_not_depend_on_the_process_hash_seed() -> None:
         assert done.returncode == 0, done.stderr
         outs.add(done.stdout)
     assert len(outs) == 1
+
+
+def test_a_query_naming_the_speaker_ranks_their_turns_by_content(tmp_path: Path) -> None:
+    # Every memory is embedded with its speaker ("Bruno: Ugh, traffic."), so with the name
+    # in the query vector Bruno's shortest small talk came first for a question about him.
+    turns = [
+        "Ugh, traffic again.",
+        "I live in Lisbon, close to the river.",
+        "Morning! Busy day.",
+        "I work as a nurse on night shifts.",
+        "Ha, nice.",
+        "My sister has two dogs.",
+    ]
+    msgs = []
+    for i, text in enumerate(turns):
+        day = f"2024-05-0{1 + i}T10:0"
+        msgs += [
+            {"id": f"u{i}", "role": "user", "speaker_name": "Bruno", "content": text,
+             "timestamp": day + "0"},
+            {"id": f"a{i}", "role": "assistant", "speaker_name": "Assistant",
+             "content": "Thanks for telling me.", "timestamp": day + "1"},
+        ]  # fmt: skip
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
+        mem.add_memory(msgs, force_extract=True, user_id="bruno")
+        for question, turn in [
+            ("Which city does Bruno live in?", "u1"),
+            ("What is Bruno's job?", "u3"),
+            ("Does Bruno's sister have pets?", "u5"),
+        ]:
+            got = mem.retrieve(question, limit=3, user_id="bruno")
+            assert got[0].source_ids == (turn,), (question, [r.entry.original_text for r in got])

@@ -24,13 +24,14 @@ speaker focus for a query naming every speaker (one search per speaker), -0.001 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
-from lightmem.lang import WORD_RE
+from lightmem.lang import WORD_RE, has_cjk
 from lightmem.text import content_terms
 from lightmem.types import MemoryEntry
 
-__all__ = ["expansion_terms", "named_speakers", "without_possessive"]
+__all__ = ["expansion_terms", "named_speakers", "without_names", "without_possessive"]
 
 
 def named_speakers(query: str, entries: Iterable[MemoryEntry]) -> list[str]:
@@ -50,6 +51,20 @@ def named_speakers(query: str, entries: Iterable[MemoryEntry]) -> list[str]:
         ):
             found.append(name)
     return found
+
+
+def without_names(query: str, names: Sequence[str]) -> str:
+    """``query`` without ``names`` and their words, possessives included ("Where does
+    Ingrid's sister live?" -> "Where does sister live?"); a name in a script written
+    without spaces is cut out wherever it stands."""
+    out = query
+    for name in names:
+        for part in sorted({name, *name.split()}, key=len, reverse=True):
+            if len(part) < 2:
+                continue
+            edge = ("", "") if has_cjk(part) else (r"(?<!\w)", r"(?:['’]s)?(?!\w)")
+            out = re.sub(f"{edge[0]}{re.escape(part)}{edge[1]}", " ", out, flags=re.IGNORECASE)
+    return " ".join(out.split())
 
 
 def without_possessive(word: str) -> str:

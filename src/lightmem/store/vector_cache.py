@@ -28,6 +28,8 @@ __all__ = ["COLUMNS", "VectorRows"]
 #: Filter columns (object arrays) and their place in a row of
 #: :data:`lightmem.store.sqlite_search.ROW_SQL`.
 COLUMNS = {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7, "event": 9}
+#: Query vectors whose scores over every row are kept (see :meth:`VectorRows._scores`).
+_KEPT_QUERIES = 2
 VEC, TS, RID = 8, 4, 13
 
 
@@ -56,8 +58,9 @@ class VectorRows:
         self._kind_masks: dict[tuple[str, ...], tuple[npt.NDArray[np.bool_], int]] = {}
         self.text = BM25Index()
         self.ann: IVFIndex | None = None
-        #: The last exact query's scores over the first n rows: (query bytes, n, scores).
-        self._last: tuple[bytes, int, npt.NDArray[np.float32]] | None = None
+        #: The latest exact queries' scores over the first n rows, newest last:
+        #: (query bytes, n, scores), at most :data:`_KEPT_QUERIES`.
+        self._recent: list[tuple[bytes, int, npt.NDArray[np.float32]]] = []
         self.scorings = 0  # exact scorings of every row, for tests and profiles
 
     # -- views ------------------------------------------------------------------------
@@ -220,17 +223,18 @@ class VectorRows:
         return [(str(ids[cand[i]]), float(scores[i])) for i in top]
 
     def _scores(self, q: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.float32]:
-        """Every row's score for ``q`` (not to be written to). The last query's are kept:
-        a retrieval searches again with the same vector under another filter (speaker
-        focus), which then scores no row twice. Rows are only appended or tombstoned
-        (masked by every search), so the scores of the first ``n`` rows stay valid."""
+        """Every row's score for ``q`` (not to be written to). The latest two queries' are
+        kept: a retrieval searches with the query and with the query without the speakers
+        it names, then again with the latter under a speaker filter (speaker focus), which
+        then scores no row twice. Rows are only appended or tombstoned (masked by every
+        search), so the scores of the first ``n`` rows stay valid."""
         key = q.tobytes()
-        last = self._last
-        if last is not None and last[1] == n and last[0] == key:
-            return last[2]
+        for kept in self._recent:
+            if kept[1] == n and kept[0] == key:
+                return kept[2]
         scores = self._matrix[:n] @ q
         self.scorings += 1
-        self._last = (key, n, scores)
+        self._recent = [*self._recent, (key, n, scores)][-_KEPT_QUERIES:]
         return scores
 
     def _candidates(
