@@ -26,11 +26,13 @@ class CliResult:
     stderr: str
 
 
-def run(*args: str, stdin: str | None = None) -> CliResult:
-    """``lightmem ARGS`` in this process (argparse's exits become the exit code)."""
+def run(*args: str, stdin: str | bytes | None = None) -> CliResult:
+    """``lightmem ARGS`` in this process (argparse's exits become the exit code); ``stdin``
+    as text (sent as UTF-8) or as the bytes a pipe would carry."""
     out, err = io.StringIO(), io.StringIO()
     saved_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin or "")
+    data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:

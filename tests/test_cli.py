@@ -194,7 +194,7 @@ def test_offline_update_builds_the_queue_and_summarize_per_scope(tmp_path: Path)
     assert summ.returncode == 0, summ.stderr
     first, *lines = summ.stdout.splitlines()
     assert re.fullmatch(r"\d+ time windows: \d+ summaries written, 0 updated\.", first)
-    assert lines and all("(topic)" in ln and MEMORY_LINE.fullmatch(ln) for ln in lines)
+    assert lines and all("(window)" in ln and MEMORY_LINE.fullmatch(ln) for ln in lines)
     redo = json.loads(
         run("--store", store, "--user-id", "maya", "summarize", "--window", "30d", "--json").stdout
     )

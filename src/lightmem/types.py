@@ -12,6 +12,7 @@ from lightmem.errors import StoreError
 from lightmem.timespan import TimeSpan, span_from_dict, span_to_dict
 
 __all__ = [
+    "WINDOW_SUMMARY",
     "Edge",
     "EdgeKind",
     "EntryKind",
@@ -78,6 +79,10 @@ def entry_search_text(speaker: str, original_text: str, context: str) -> str:
     return f"{own}\n{context}" if context else own
 
 
+#: ``metadata["summary_of"]`` of a summary written per time window (not per topic)
+WINDOW_SUMMARY = "time_window"
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryEntry:
     """A stored memory: compact ``text`` for prompts, ``original_text`` for search and audit,
@@ -110,6 +115,15 @@ class MemoryEntry:
     @property
     def speaker(self) -> str:
         return self.speaker_name or self.speaker_id
+
+    @property
+    def mark(self) -> str:
+        """How lists and prompt context tag a memory that is not one speaker's own:
+        "(topic)" for a topic summary, "(window)" for a time window's summary (made by
+        ``summarize``), "(event)" for an event; "" for a plain entry."""
+        if self.kind == "summary":
+            return "(window)" if self.metadata.get("summary_of") == WINDOW_SUMMARY else "(topic)"
+        return "(event)" if self.kind == "event" else ""
 
     @property
     def valid_from(self) -> datetime | None:

@@ -4,7 +4,6 @@ update, delete, restore, purge, offline-update, summarize, stats."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lightmem.cli.args import global_options
+from lightmem.cli.files import decode_text, parse_messages
 from lightmem.cli.output import (
     print_entries,
     print_entry,
@@ -288,21 +288,17 @@ def _resolve_any(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
 
 
 def _read_messages(path: str) -> list[Any]:
+    name = "standard input" if path == "-" else path
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            # The bytes when there are any (so a byte-order mark is seen), else the text.
+            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        else:
+            raw = Path(path).read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"file: cannot read {path}: {exc}") from exc
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
-            data = json.loads(text)
-        else:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise InvalidInputError(f"file: {path} is not JSON or JSONL: {exc}") from exc
-    if not isinstance(data, list):
-        raise InvalidInputError(f"file: {path} must hold a list of messages")
-    return data
+    text = decode_text(raw, name) if isinstance(raw, bytes) else raw
+    return parse_messages(text, name)
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:

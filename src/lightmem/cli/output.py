@@ -24,7 +24,6 @@ __all__ = [
 
 SHORT_ID = 8
 TEXT_WIDTH = 110
-_MARK = {"summary": "(topic) ", "event": "(event) "}
 
 
 def short_id(entry_id: str) -> str:
@@ -43,7 +42,8 @@ def memory_line(entry: MemoryEntry) -> str:
     when = entry.timestamp.date().isoformat() if entry.timestamp else "undated   "
     who = f"{entry.speaker}: " if entry.speaker and entry.kind == "entry" else ""
     text = one_line(entry.original_text or entry.text)
-    return f"{when}  {_MARK.get(entry.kind, '')}{who}{text}  [{short_id(entry.id)}]"
+    mark = f"{entry.mark} " if entry.mark else ""
+    return f"{when}  {mark}{who}{text}  [{short_id(entry.id)}]"
 
 
 def print_json(out: TextIO, data: Any) -> None:

@@ -128,10 +128,10 @@ def format_line(entry: MemoryEntry) -> str:
     :func:`~lightmem.timeresolve.said_label`). A speaker's line
     has no bullet: it would cost a token per memory and tell the reader nothing."""
     if entry.kind == "summary":
-        return f"- (topic) {inline(entry.text)}"
+        return f"- {entry.mark} {inline(entry.text)}"
     when = f" ({said_label(entry.event_time, entry.timestamp)})" if entry.event_time else ""
     if entry.kind == "event":
-        return f"- (event) {inline(entry.text)}{when}"
+        return f"- {entry.mark} {inline(entry.text)}{when}"
     lead = f"{line_speaker(entry.speaker)}: " if entry.speaker else "- "
     return f"{lead}{inline(entry.text)}{when}{validity.label(entry)}"
 

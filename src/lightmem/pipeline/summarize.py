@@ -18,7 +18,7 @@ from lightmem.pipeline.prompts import summarize_schema
 from lightmem.store.base import MemoryStore
 from lightmem.text import STOPWORDS, words
 from lightmem.timeparse import format_date
-from lightmem.types import Filters, MemoryEntry, Scope
+from lightmem.types import WINDOW_SUMMARY, Filters, MemoryEntry, Scope
 
 __all__ = [
     "KeywordSummarizer",
@@ -227,7 +227,7 @@ def _window_entry(
         created_at=now,
         updated_at=now,
         metadata={
-            "summary_of": "time_window",
+            "summary_of": WINDOW_SUMMARY,
             "window_start": start.isoformat(),
             "window_end": end.isoformat(),
             "retrieval_scope": retrieval_scope,
