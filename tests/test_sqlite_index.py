@@ -368,6 +368,33 @@ def test_a_crash_between_the_commit_and_the_index_write_is_recovered(
         ref.close()
 
 
+def test_a_damaged_vector_stays_out_of_vector_search_in_the_saved_index_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "v.db"
+    store = _open(path)
+    _fill(store, 40)
+    store.close()
+    with sqlite3.connect(path) as conn:  # another tool writes a short blob
+        conn.execute(
+            "UPDATE vectors SET vec = x'0102' WHERE rid = (SELECT rid FROM entries WHERE id = 'e7')"
+        )
+    ref = _reference(path, tmp_path)
+    for opened in range(2):  # built from the rows, then read back from the saved index
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="lightmem.store"):
+            store = _open(path)
+            try:
+                hits = [i for i, _ in store.vector_search(_vec(7), Scope(), Filters(), 40)]
+                assert len(hits) == 39 and "e7" not in hits
+                _same(store, ref)
+            finally:
+                store.close()
+        assert ("left a damaged vector out" in caplog.text) == (opened == 0)
+        assert _saved(path).exists()
+    ref.close()
+
+
 def test_purge_rewrites_the_saved_index_without_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     store = _open(path)

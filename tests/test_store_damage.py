@@ -2,8 +2,8 @@
 
 Purging one FluxMem node erases the history of the node's own scope only (another user's
 event that holds the same words is not the node's). A SQLite file damaged by another tool
-(malformed JSON in a row, a short vector, a scribbled schema or schema version) gives a
-StoreError naming what is damaged, and one bad row never makes a list, search or history
+(malformed JSON in a row, a scribbled schema or schema version) gives a StoreError naming
+what is damaged, and one bad row (or one bad vector) never makes a list, search or history
 fail: it is skipped, logged and reported by ``integrity_check()``."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from lightmem import LightMemory, StoreError
 from lightmem.fluxmem import FluxMemAgent
 from lightmem.store.sqlite import SQLiteStore
+from lightmem.types import Filters, Scope
 
 SECRET = "Maya's locker combination is 31-07-1994 behind the blue door"
 
@@ -90,7 +91,9 @@ def test_one_row_of_malformed_json_is_skipped_by_lists_and_searches(
         assert [p for p in mem.store.integrity_check() if ids[2] in p and column in p]
 
 
-def test_a_short_vector_is_a_store_error_naming_its_row(tmp_path: Path) -> None:
+def test_a_short_vector_leaves_its_entry_out_of_vector_search_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "vec.db"
     ids = _filled(path)
     _scribble(
@@ -98,12 +101,50 @@ def test_a_short_vector_is_a_store_error_naming_its_row(tmp_path: Path) -> None:
         "UPDATE vectors SET vec = x'0102' WHERE rid = "
         f"(SELECT rid FROM entries WHERE id = '{ids[1]}')",
     )
-    with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
-        with pytest.raises(
-            StoreError, match=r"vectors row \d+ is damaged \(its vector has 2 bytes"
-        ):
-            mem.retrieve("knee", user_id="maya")
-        assert [p for p in mem.store.integrity_check() if p.startswith("vectors row")]
+    maya = Scope(user_id="maya")
+    for _ in range(2):  # the second time from the index saved on close
+        with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
+            [vec] = mem.embedder.embed(["My knee hurt after run 1"])
+            dense = [i for i, _ in mem.store.vector_search(vec, maya, Filters(), 10)]
+            assert set(ids) - {ids[1]} <= set(dense) and ids[1] not in dense
+            # Full-text search still finds it (only its vector is damaged), so retrieve does.
+            assert ids[1] in [
+                i for i, _ in mem.store.text_search(["run", "1"], maya, Filters(), 10)
+            ]
+            assert ids[1] in {h.entry.id for h in mem.retrieve("knee run 1", user_id="maya")}
+            assert [p for p in mem.store.integrity_check() if p.startswith("vectors row")]
+    assert "left a damaged vector out of vector search" in caplog.text
+    assert "its vector has 2 bytes" in caplog.text
+
+
+def test_a_short_graph_vector_leaves_only_its_node_out_of_dense_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "graph.db"
+    facts = [
+        "The cookbook says to slice the carrot and fry it.",
+        "The map says the kitchen is north of the hallway.",
+        "Coins are found in the backyard under the bench.",
+    ]
+    store = SQLiteStore(str(path))
+    try:
+        agent = FluxMemAgent.on_store(store)
+        ids = agent.add_knowledge(facts)
+    finally:
+        store.close()
+    _scribble(
+        path,
+        f"UPDATE graph_vectors SET vec = x'0102' WHERE rid = "
+        f"(SELECT rid FROM graph_nodes WHERE id = '{ids[1]}')",
+    )
+    store = SQLiteStore(str(path))
+    try:
+        agent = FluxMemAgent.on_store(store)
+        context = agent.context("Where are the coins? Slice the carrot.")
+        assert facts[2] in context and facts[0] in context
+        assert "skipped a damaged row" in caplog.text and ids[1] in caplog.text
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,14 @@ from lightmem.store.db import Session
 from lightmem.store.entries import BulkLoad
 from lightmem.store.graph_sql import NODE_COLS, node_params, top_k
 from lightmem.store.saved_index import SavedIndex, renew_epoch, store_epoch
-from lightmem.store.sql import SQLITE, DamagedRowError, json_value, scope_sql, vector_from_blob
+from lightmem.store.sql import (
+    SQLITE,
+    DamagedRowError,
+    json_value,
+    readable,
+    scope_sql,
+    vector_from_blob,
+)
 from lightmem.store.sqlite_db import SQLiteDatabase
 from lightmem.store.text_index import Stemmer
 from lightmem.store.values import ScoredId, Vector
@@ -168,7 +175,7 @@ class SQLiteEntryIndex:
 
     def vectors(self, scope: Scope, filters: Filters) -> tuple[list[str], Vector, list[str]]:
         rows = self.rows()
-        m = rows.mask(scope, filters)
+        m = rows.dense_mask(scope, filters)
         if m is None:
             return [str(i) for i in rows.ids], rows.matrix, rows.groups(None)
         return [str(i) for i in rows.ids[m]], rows.matrix[m], rows.groups(m)
@@ -222,14 +229,13 @@ class SQLiteNodeIndex:
                     f"ON v.rid = n.rid WHERE n.kind = ? AND {where} ORDER BY n.rid",
                     (kind, *params),
                 )
-                ids = [r[0] for r in rows]
-                if rows:
-                    # The size most of them have (a damaged one is named, not taken).
-                    dim = Counter(len(r[1]) for r in rows).most_common(1)[0][0] // 4
-                    vecs = [vector_from_blob(r[1], dim, "graph_vectors", r[0]) for r in rows]
-                    matrix = np.vstack(vecs)
-                else:
-                    matrix = np.zeros((0, 0), dtype=np.float32)
+                # The size most of them have; a damaged one is skipped with a warning.
+                dim = Counter(len(r[1]) for r in rows).most_common(1)[0][0] // 4 if rows else 0
+                kept = readable(
+                    rows, lambda r: (r[0], vector_from_blob(r[1], dim, "graph_vectors", r[0]))
+                )
+                ids = [i for i, _ in kept]
+                matrix = np.vstack([v for _, v in kept]) if kept else np.zeros((0, 0), np.float32)
                 self._cache[key] = (ids, matrix)
             return self._cache[key]
 

@@ -11,6 +11,7 @@ were when it started.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lightmem.store.ann_index import IndexPolicy, IVFIndex
-from lightmem.store.sql import vector_from_blob
+from lightmem.store.sql import DamagedRowError, vector_from_blob
 from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.store.topk import top_positions
 from lightmem.types import Filters, Scope
@@ -31,6 +32,7 @@ COLUMNS = {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7,
 #: Query vectors whose scores over every row are kept (see :meth:`VectorRows._scores`).
 _KEPT_QUERIES = 2
 VEC, TS, RID = 8, 4, 13
+log = logging.getLogger("lightmem.store")
 
 
 def _grown(buf: npt.NDArray[Any], need: int) -> npt.NDArray[Any]:
@@ -56,6 +58,9 @@ class VectorRows:
         self._alive = np.empty(0, dtype=np.bool_)
         self._cols = {name: np.empty(0, dtype=object) for name in COLUMNS}
         self._kind_masks: dict[tuple[str, ...], tuple[npt.NDArray[np.bool_], int]] = {}
+        #: Rows whose stored vector is damaged (another tool wrote it): kept for full-text
+        #: search, left out of every vector search. Usually empty.
+        self._vectorless = np.empty(0, dtype=np.int64)
         self.text = BM25Index()
         self.ann: IVFIndex | None = None
         #: The latest exact queries' scores over the first n rows, newest last:
@@ -97,8 +102,18 @@ class VectorRows:
             return
         end = n + m
         self._matrix = _grown(self._matrix, end)
+        damaged: list[int] = []
         for i, r in enumerate(rows, start=n):
-            self._matrix[i] = vector_from_blob(r[VEC], self.dim, "vectors", r[RID])
+            try:
+                self._matrix[i] = vector_from_blob(r[VEC], self.dim, "vectors", r[RID])
+            except DamagedRowError as exc:
+                # Like a damaged JSON row (lightmem.store.sql.readable): one bad row never
+                # makes a search fail; integrity_check() lists it, re-embed rewrites it.
+                log.warning("left a damaged vector out of vector search: %s", exc)
+                self._matrix[i] = 0.0
+                damaged.append(i)
+        if damaged:
+            self._vectorless = np.concatenate([self._vectorless, np.array(damaged, np.int64)])
         self._ids = _grown(self._ids, end)
         self._ids[n:end] = [r[0] for r in rows]
         self._rids = _grown(self._rids, end)
@@ -165,6 +180,19 @@ class VectorRows:
             m = both(self._kind_mask(filters.kinds, n))
         return m
 
+    def dense_mask(
+        self, scope: Scope, filters: Filters, n: int | None = None
+    ) -> npt.NDArray[np.bool_] | None:
+        """:meth:`mask` without the rows that have no readable vector."""
+        n = self.n if n is None else n
+        m = self.mask(scope, filters, n)
+        gone = self._vectorless[self._vectorless < n]
+        if gone.size == 0:
+            return m
+        m = self._alive[:n].copy() if m is None else m.copy()
+        m[gone] = False
+        return m
+
     def _kind_mask(self, kinds: tuple[str, ...], n: int) -> npt.NDArray[np.bool_]:
         # A handful of kind sets recur on every query: compute once, extend on appends.
         buf, filled = self._kind_masks.get(kinds, (np.empty(0, dtype=np.bool_), 0))
@@ -194,7 +222,7 @@ class VectorRows:
         if n == 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)  # a float64 query would upcast the matrix
-        m = self.mask(scope, filters, n)
+        m = self.dense_mask(scope, filters, n)
         allowed = self.n_alive if m is None else int(np.count_nonzero(m))
         if allowed == 0:
             return []
@@ -278,6 +306,8 @@ class VectorRows:
             out[f"col_{name}"] = codes
             out[f"vocab_{name}"] = np.frombuffer(json.dumps(vocab).encode(), dtype=np.uint8)
         out.update(self.text.to_arrays(alive))
+        if self._vectorless.size:
+            out["vectorless"] = self._vectorless
         if self.ann is not None:
             self.ann.remove(dead)  # removed rows' codes go with the rows
             out["ivf"] = self.ann.to_bytes()
@@ -315,6 +345,11 @@ class VectorRows:
         self.n = n
         self.n_dead = n - int(np.count_nonzero(self.alive))
         self.text = BM25Index.from_arrays(arrays, self.alive)
+        if "vectorless" in arrays:
+            gone = np.array(arrays["vectorless"], dtype=np.int64)
+            if gone.ndim != 1 or (gone.size and (gone.min() < 0 or gone.max() >= n)):
+                raise ValueError("saved vectorless rows are out of range")
+            self._vectorless = gone
         if "ivf" in arrays:
             self.ann = IVFIndex.from_bytes(arrays["ivf"], n)
             if self.ann.ntotal != self.n_alive:
