@@ -115,6 +115,11 @@ def test_a_short_vector_leaves_its_entry_out_of_vector_search_only(
             assert [p for p in mem.store.integrity_check() if p.startswith("vectors row")]
     assert "left a damaged vector out of vector search" in caplog.text
     assert "its vector has 2 bytes" in caplog.text
+    with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
+        mem.store.reembed(mem.embedder)  # rewrites every vector, the damaged one too
+        dense = [i for i, _ in mem.store.vector_search(vec, maya, Filters(), 10)]
+        assert set(ids) <= set(dense)
+        assert not [p for p in mem.store.integrity_check() if p.startswith("vectors row")]
 
 
 def test_a_short_graph_vector_leaves_only_its_node_out_of_dense_search(
