@@ -45,9 +45,13 @@ def test_each_retrieval_mode_finds_the_fact(filled: LightMemory, mode: str) -> N
 
 
 def test_hierarchical_puts_topic_summaries_first(filled: LightMemory) -> None:
+    filled.ledger.drain()
     results = filled.retrieve("half marathon finish time", mode="hierarchical", user_id="maya")
     assert results[0].entry.kind == "summary"
     assert any(r.entry.kind == "entry" for r in results)
+    # One query vector searches both the summaries and the memories.
+    [embeds] = [r for r in filled.ledger.drain() if r.kind == "embed" and r.op == "retrieve"]
+    assert embeds.calls == 1 and embeds.items == 1
 
 
 def test_budget_limits_context_tokens(filled: LightMemory) -> None:

@@ -261,7 +261,10 @@ class Retriever:
         named = {w for n in names for w in content_terms(n)}
         terms = [t for t in content_terms(query) if without_possessive(t) not in named]
         own = [replace(f, speaker=n) for n in names]
-        return [(p.speaker_focus, self._fused(query, scope, g, p, p.mode, qv, terms)) for g in own]
+        return [
+            (p.speaker_focus, fuse(self._rankings(query, scope, g, p, p.mode, qv, terms), p.rrf_k))
+            for g in own
+        ]
 
     def _nameless(
         self,
@@ -358,20 +361,6 @@ class Retriever:
         tq = time_match.TimeQuery.of(query)
         return time_match.lift(ranked, tq, got.get, p.time_weight, p.rrf_k)
 
-    def _fused(
-        self,
-        query: str,
-        scope: Scope,
-        f: Filters,
-        p: RetrieveParams,
-        mode: str,
-        qv: Vector | None = None,
-        terms: Sequence[str] | None = None,
-    ) -> list[ScoredId]:
-        """Dense and BM25 rankings of ``query`` fused (``qv``: its vector if already
-        computed; ``terms``: BM25 terms instead of the query's content words)."""
-        return fuse(self._rankings(query, scope, f, p, mode, qv, terms), p.rrf_k)
-
     def _rankings(
         self,
         query: str,
@@ -382,7 +371,9 @@ class Retriever:
         qv: Vector | None = None,
         terms: Sequence[str] | None = None,
     ) -> list[tuple[float, list[ScoredId]]]:
-        """The rankings :meth:`_fused` fuses, with their weights: the dense one first."""
+        """Dense and BM25 rankings of ``query`` with their weights, the dense one first, for
+        :func:`fuse` (``qv``: its vector if already computed; ``terms``: BM25 terms instead
+        of the query's content words)."""
         dense: Search | None = None
         text: Search | None = None
         if mode in ("embedding", "hybrid"):
@@ -401,16 +392,17 @@ class Retriever:
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
     ) -> list[RetrievalResult]:
         got = Candidates(self._store)
-        topics = self._fused(query, scope, replace(filters, kinds=("summary",)), p, "hybrid")
+        qv = self._embedder.embed([query], op="retrieve")[0]  # one vector for both searches
+        summaries = replace(filters, kinds=("summary",))
+        topics = fuse(self._rankings(query, scope, summaries, p, "hybrid", qv), p.rrf_k)
         top = topics[: p.topics]
         bonus = {}
         entries = got.get([i for i, _ in top])
         for rank, (sid, _) in enumerate(top):
             if sid in entries:
                 bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
-        hits = self._fused(
-            query, scope, replace(filters, kinds=filters.kinds or _SEARCHED), p, "hybrid"
-        )
+        searched = replace(filters, kinds=filters.kinds or _SEARCHED)
+        hits = fuse(self._rankings(query, scope, searched, p, "hybrid", qv), p.rrf_k)
         if bonus:
             topic_of = {i: e.topic_id for i, e in got.get([i for i, _ in hits]).items()}
             hits = sorted(
