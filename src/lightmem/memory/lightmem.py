@@ -11,6 +11,7 @@ from typing import Any
 
 from lightmem import validate
 from lightmem.config import (
+    EmbedderBuilder,
     Settings,
     build_compressor,
     build_embedder,
@@ -115,12 +116,17 @@ class LightMemory:
         config: Mapping[str, Any] | None = None,
         *,
         embedder: Embedder | None = None,
+        embedders: EmbedderBuilder | None = None,
         compressor: Compressor | None = None,
     ) -> LightMemory:
         """Build from the published config shape; unknown keys raise :class:`ConfigError`.
 
-        ``embedder``: an already loaded embedder to use instead of ``text_embedder`` (say,
-        one model shared by many stores, each with its own ledger via ``with_ledger``).
+        ``embedder``: an already loaded embedder to use instead of ``text_embedder``.
+        ``embedders``: what builds the embedder instead of :func:`build_embedder` (say, a
+        :class:`~lightmem.config.SharedEmbedders` loading each model once for many
+        stores). With it, a store that records the embedder it was built with opens with
+        that one, and ``text_embedder`` chooses only for a store that records none: each of
+        a server's stores may have been re-embedded on its own.
         ``compressor``: an already loaded pre-compressor to use instead of building the one
         the config selects (say, one LLMLingua-2 model shared by many stores); an
         :class:`LLMLingua2Compressor` accounts its calls in this memory's ledger (through
@@ -129,11 +135,12 @@ class LightMemory:
         """
         settings = parse_config(config)
         named = bool(config and "text_embedder" in config)
-        if embedder is not None and named:
-            raise ConfigError("text_embedder: given both in the config and as an instance")
+        if embedder is not None and (named or embedders is not None):
+            given = "in the config" if named else "as a builder (embedders)"
+            raise ConfigError(f"text_embedder: given both {given} and as an instance")
         ledger = embedder.ledger if embedder is not None else Ledger()
-        if embedder is None and named:  # built before the store: a missing package writes nothing
-            embedder = build_embedder(settings, ledger)
+        if embedder is None and named and embedders is None:
+            embedder = build_embedder(settings, ledger)  # before the store: nothing written
         if compressor is None:
             compressor = build_compressor(settings, ledger)
         else:
@@ -146,8 +153,9 @@ class LightMemory:
             updater = LLMUpdater(llm, pairs_per_call=settings.llm.update_pairs_per_call)
         store = build_store(settings)
         try:
-            if embedder is None:  # none named: the one that built the store, else the default
-                settings, embedder = recorded_embedder(settings, store, ledger)
+            if embedder is None:  # the one that built the store, else the configured one
+                builder = embedders or build_embedder
+                settings, embedder = recorded_embedder(settings, store, ledger, builder)
             return cls(
                 store,
                 embedder,

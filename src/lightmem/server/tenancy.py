@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightmem.config import build_compressor, build_embedder, parse_config
-from lightmem.embed.base import Embedder
+from lightmem.config import EmbedderBuilder, SharedEmbedders, build_compressor, parse_config
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
@@ -265,14 +264,13 @@ class Tenant:
 def open_tenant(
     name: str,
     config: dict[str, Any],
-    embedder: Embedder | None = None,
+    embedders: EmbedderBuilder | None = None,
     compressor: Compressor | None = None,
 ) -> Tenant:
     """A tenant on the store the config names (also used alone by the stdio MCP server);
-    ``embedder`` and ``compressor``, when given, are loaded models shared with others."""
-    if embedder is not None:
-        config = {k: v for k, v in config.items() if k != "text_embedder"}
-    memory = LightMemory.from_config(config, embedder=embedder, compressor=compressor)
+    ``embedders`` and ``compressor``, when given, share loaded models with other tenants
+    (see :meth:`LightMemory.from_config`)."""
+    memory = LightMemory.from_config(config, embedders=embedders, compressor=compressor)
     return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
 
 
@@ -304,7 +302,12 @@ class TenantPool:
         self._pool_size = tenant_pool_size
         self._tenants: dict[str, Tenant] = {}
         self._lock = threading.Lock()
-        self._embedder: Embedder | None = None
+        # One embedder per embedder setting and one pre-compressor (LLMLingua-2 is a model
+        # too) for all tenants, one ledger each: usage never mixes. A tenant store that was
+        # re-embedded opens with its own embedder; the config's is for the others.
+        self._embedders = SharedEmbedders()
+        # Built now: a missing package is a ConfigError at start, before any tenant file.
+        self._embedders(parse_config(self._config), Ledger())
         self._compressor: Compressor | None = None
 
     def keys(self) -> KeyRegistry:
@@ -330,17 +333,12 @@ class TenantPool:
         with self._lock:
             t = self._tenants.get(tenant)
             if t is None:
-                # One embedder and one pre-compressor (LLMLingua-2 is a model too) for all
-                # tenants, one ledger each: usage never mixes.
-                if self._embedder is None or self._compressor is None:
-                    settings = parse_config(self._config)
-                    if self._embedder is None:
-                        self._embedder = build_embedder(settings, Ledger())
-                    self._compressor = build_compressor(settings, Ledger())
+                if self._compressor is None:
+                    self._compressor = build_compressor(parse_config(self._config), Ledger())
                 t = self._tenants[tenant] = open_tenant(
                     tenant,
                     {**self._config, "store": self._store_config(tenant)},
-                    self._embedder.with_ledger(Ledger()),
+                    self._embedders,
                     self._compressor,  # bound to the tenant's ledger by from_config
                 )
             return t
