@@ -35,6 +35,7 @@ __all__ = [
     "has_cjk",
     "index_terms",
     "strip_cjk",
+    "tagged_words",
     "tokens",
     "words",
 ]
@@ -127,6 +128,7 @@ class _Jieba:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tk: Any = None
+        self._pos: Any = None
 
     def get(self) -> Any:
         with self._lock:
@@ -141,6 +143,16 @@ class _Jieba:
                 tk.initialize()
                 self._tk = tk
             return self._tk
+
+    def pos(self) -> Any:
+        """jieba's part-of-speech tagger over the same dictionary (loaded on first use)."""
+        tk = self.get()
+        with self._lock:
+            if self._pos is None:
+                import jieba.posseg
+
+                self._pos = jieba.posseg.POSTokenizer(tk)
+            return self._pos
 
 
 _JIEBA = _Jieba()
@@ -173,6 +185,15 @@ def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
                     yield Token(w, base + s, True)
             else:
                 yield Token(run, base, True)
+
+
+def tagged_words(text: str) -> list[tuple[str, str]]:
+    """The words of a Chinese ``text`` with jieba's part-of-speech tags ("ns" a place, "nr"
+    a person, "m" a number, "x" punctuation, ...), in order. For the update detector's
+    Chinese reading; texts past :data:`DICT_SEGMENT_MAX_CHARS` are not tagged (empty)."""
+    if len(text) > DICT_SEGMENT_MAX_CHARS:
+        return []
+    return [(p.word, p.flag) for p in _JIEBA.pos().cut(text, HMM=True)]
 
 
 def words(text: str) -> list[str]:

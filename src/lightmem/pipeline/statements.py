@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 
+from lightmem.pipeline import statements_zh
+from lightmem.pipeline.reading import SELF, Reading
 from lightmem.text import NEGATIONS
 
 __all__ = [
@@ -53,8 +54,6 @@ __all__ = [
     "tokens",
     "without_vocatives",
 ]
-
-SELF = "\x00self"  # the subject "the speaker"; never a name
 
 _WORD = re.compile(r"[\w']+")
 #: Where a sentence may end: . ! ? before a space or the end (not inside "3.5" or an
@@ -228,7 +227,8 @@ def sentences(text: str) -> list[str]:
 
 
 def is_question(sentence: str) -> bool:
-    return sentence.endswith(("?", "\uff1f"))
+    """Ends with a question mark, or (Chinese) with the question particle 吗."""
+    return sentence.endswith(("?", "\uff1f")) or sentence.rstrip("。.!！ ").endswith("吗")
 
 
 def tokens(text: str) -> list[str]:
@@ -263,36 +263,11 @@ def _apposition(part: str) -> bool:
     return first in _POSSESSIVES or first in {"the", "a", "an"}
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """One sentence as the detector reads it (see the module docstring)."""
-
-    text: str
-    #: ``SELF``, another speaker's lower-cased name, "my parents" (see :func:`relative`) or ""
-    subject: str
-    irrealis: bool
-    additive: bool
-    reported: bool
-    change: bool
-    past_event: bool
-    #: what a termination marker says ended ("gave up tennis": tennis)
-    ended: tuple[str, ...] = ()
-    #: the first word said of each subject mention: the predicates ("I study X": study)
-    heads: tuple[str, ...] = ()
-    #: the person the speaker names by their relation ("My colleague Ruth moved",
-    #: "Hendrik, my cousin, moved": ruth, hendrik): what is said is that person's, while
-    #: who the relation is stays the speaker's fact ("Leon, my roommate, cooks")
-    named: str = ""
-
-    @property
-    def asserts(self) -> bool:
-        """It asserts something of a tracked subject (not a plan, guess or report)."""
-        return bool(self.subject) and not self.irrealis and not self.reported
-
-
 def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     """Read ``sentence`` said by ``speaker`` (lower-case) among the scope's speaker
-    ``names`` (lower-case)."""
+    ``names`` (lower-case); a Chinese one by :mod:`lightmem.pipeline.statements_zh`."""
+    if statements_zh.applies(sentence):
+        return statements_zh.read(sentence, speaker, names)
     core, toks, who, irrealis, additive, reported = _who_and_mood(sentence, speaker, names)
     return Reading(
         core,
@@ -339,11 +314,10 @@ def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
     for sentence in sentences(text):
         if is_question(sentence):
             continue
-        core, _, who, irrealis, additive, reported = _who_and_mood(sentence, me, {me})
-        if not who or irrealis or reported or (newer and additive):
-            continue  # asserts nothing (Reading.asserts), or adds rather than replaces
-        named = named_relation(core, {me})
-        out.update({named} if newer and named else {who, named} - {""})
+        r = read(sentence, me, {me})
+        if not r.asserts or (newer and r.additive):
+            continue  # asserts nothing, or adds rather than replaces
+        out.update({r.named} if newer and r.named else {r.subject, r.named} - {""})
     return frozenset(out)
 
 

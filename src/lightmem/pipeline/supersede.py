@@ -39,8 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from lightmem.pipeline import statements
-from lightmem.pipeline.statements import SELF, Reading
+from lightmem.pipeline import statements, statements_zh
+from lightmem.pipeline.reading import SELF, Reading
+from lightmem.pipeline.statements_zh import MARKERS as ZH_MARKERS
 from lightmem.text import NEGATIONS, STOPWORDS, content_terms
 from lightmem.types import MemoryEntry
 
@@ -133,7 +134,7 @@ def stems(text: str) -> set[str]:
     """Content words, crudely stemmed, without change markers and negations."""
     out = set()
     for w in content_terms(text):
-        if w in _MARKERS or w in _VERBS or w in NEGATIONS or w in STOPWORDS:
+        if w in _MARKERS or w in _VERBS or w in NEGATIONS or w in STOPWORDS or w in ZH_MARKERS:
             continue
         out.add(_STEM.sub("", w).removesuffix("e") if len(w) > 4 else w.removesuffix("e"))
     return out
@@ -143,6 +144,7 @@ def words_of(text: str, names: Collection[str] = ()) -> list[str]:
     """The words matched between statements: content words without change markers,
     negations, stopwords and the words of ``names`` (values differ, the frame matches)."""
     skip = {w for n in names for w in n.split()} | NEGATIONS | STOPWORDS | _MARKERS | _TIME
+    skip |= statements_zh.ADVERBS
     return [w for w in content_terms(text) if w not in skip]
 
 
@@ -157,7 +159,9 @@ def slots_in(text: str) -> dict[str, str]:
     preposition gives it (a place "in", "to", "from" it; an organisation "at", "for",
     "of" it; a thing "a", "my" it) or else the word before it ("my sister Hana": sister,
     "dating Theo": dating). A changed value fills the slot the earlier value filled.
-    Days and months are times, not values."""
+    Days and months are times, not values. Chinese: :func:`statements_zh.slots`."""
+    if statements_zh.applies(text):
+        return statements_zh.slots(text)
     out: dict[str, str] = {}
     for sentence in statements.sentences(text):
         words = re.findall(r"[\w']+|[,;:()\u2013\u2014]", sentence)  # a comma ends a run
@@ -326,15 +330,15 @@ class Detector:
         vectors: dict[str, npt.NDArray[np.float32]],
     ) -> Supersession | None:
         o, n = old_f.entry, new_f.entry
-        if not old.stems - new.stems:
-            return None  # it says nothing the change could replace
         old_names, new_names = old.named(new), new.named(old)
+        if not old.stems - new.stems and not (new_names and _other(new_names, old_names)):
+            return None  # it says nothing the change could replace, nor names a new value
         if new_names:
             if not _other(new_names, old_names):
                 return None  # nothing new: a repeat, not a change
             if _other(new_names, _other(new_names, old_names)):
                 return Supersession(o, n, 1.0, "old value named in a marked change")
-            if not old.slots & new.slots:
+            if not old.slots & new.slots or statements_zh.other_predicate(old.reading, new.reading):
                 return None  # a named value replaces a named value in the same slot
             sim = self._match(old, new, vectors)
             if sim >= self.rules.cue_similarity:
@@ -345,6 +349,7 @@ class Detector:
         if not new.stems - old.stems:
             return None
         ends = stems(" ".join(new.reading.ended)) & old.stems
+        ends = ends or statements_zh.shared_chars(new.reading.ended, old.stems)
         same_head = stems(" ".join(new.reading.heads)) & stems(" ".join(old.reading.heads))
         if not ends and not same_head:
             return None
