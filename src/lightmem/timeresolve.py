@@ -8,6 +8,9 @@ and a month or day named without a year stays a :class:`~lightmem.timespan.Yearl
 (how questions name times: "in June", "the last week of June"). Every label
 :meth:`TimeSpan.label` writes reads back to the same days.
 
+Chinese expressions (昨天, 上周末, 三天前, 2023年5月8日, ...) are read by the rules of
+:mod:`lightmem.timeresolve_zh`, run beside these.
+
 Conventions: weeks run Monday to Sunday; "last <weekday>" is the latest such day before the
 anchor, "next <weekday>" the first after it, "this <weekday>" the one in the anchor's week;
 "last week/weekend/month/year" is the calendar unit before the anchor's; "N weeks ago" is the
@@ -31,15 +34,18 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from itertools import islice
 
+from lightmem.lang import has_cjk
 from lightmem.timeparse import format_date
+from lightmem.timeresolve_zh import RULES as ZH_RULES
 from lightmem.timespan import (
     SEASONS,
     TimeSpan,
     YearlessSpan,
-    add_months,
     day_span,
     month_span,
     season_span,
+    shifted_range,
+    shifted_span,
     week_span,
     weekend_span,
     year_span,
@@ -142,33 +148,12 @@ def _weekday(token: str) -> int:
     return _WEEKDAYS[token.lower()]
 
 
-def _shift(unit: str, anchor: date, n: int) -> TimeSpan:
-    """The ``unit`` holding the day ``n`` units after ``anchor`` (``n`` < 0: before)."""
-    if unit == "day":
-        return day_span(anchor + timedelta(days=n))
-    if unit == "week":
-        return week_span(anchor + timedelta(weeks=n))
-    if unit == "weekend":
-        return weekend_span(anchor + timedelta(weeks=n))
-    if unit == "month":
-        return month_span(*add_months(anchor.year, anchor.month, n))
-    return year_span(anchor.year + n)
-
-
-def _shifted_range(unit: str, anchor: date, lo: int, hi: int) -> TimeSpan:
-    """From ``lo`` to ``hi`` units away (one unit when they are equal)."""
-    a, b = _shift(unit, anchor, lo), _shift(unit, anchor, hi)
-    if a == b:
-        return a
-    return TimeSpan(min(a.start, b.start), max(a.end, b.end), "span")
-
-
 def _ago(m: re.Match[str], anchor: date | None) -> Resolved | None:
     if anchor is None:
         return None
     lo, hi = _count(m["n"])
     sign = -1 if m["dir"].lower() in ("ago", "back", "before") else 1
-    return _shifted_range(m["unit"].lower(), anchor, sign * lo, sign * hi)
+    return shifted_range(m["unit"].lower(), anchor, sign * lo, sign * hi)
 
 
 def _relative_unit(m: re.Match[str], anchor: date | None) -> Resolved | None:
@@ -180,7 +165,7 @@ def _relative_unit(m: re.Match[str], anchor: date | None) -> Resolved | None:
         back = {"week": 7, "month": 30, "year": 365}.get(unit, 1)
         return TimeSpan(anchor - timedelta(days=back - 1), anchor, "span")
     step = _STEP.get(which.removeprefix("the ").removeprefix("this "), 0)
-    return _shift(unit, anchor, step)
+    return shifted_span(unit, anchor, step)
 
 
 _STEP = {
@@ -199,7 +184,7 @@ def _unit_before(m: re.Match[str], anchor: date | None) -> Resolved | None:
     """ "the week before" (said on its own: before the anchor's)."""
     if anchor is None:
         return None
-    return _shift(m["unit"].lower(), anchor, _STEP[m["which"].lower()])
+    return shifted_span(m["unit"].lower(), anchor, _STEP[m["which"].lower()])
 
 
 def _weekday_rel(m: re.Match[str], anchor: date | None) -> Resolved | None:
@@ -439,8 +424,8 @@ def _around_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
     if (n := re.fullmatch(rf"(?P<n>{NUM})\s+(?P<unit>{UNIT})s?", inner, re.I)) is not None:
         lo, hi = _count(n["n"])
         sign = -1 if before else 1
-        return _shifted_range(n["unit"].lower(), at.start, sign * lo, sign * hi)
-    return _shift(inner.lower(), at.start, -1 if before else 1)
+        return shifted_range(n["unit"].lower(), at.start, sign * lo, sign * hi)
+    return shifted_span(inner.lower(), at.start, -1 if before else 1)
 
 
 def _unit_of_date(m: re.Match[str], _anchor: date | None) -> Resolved | None:
@@ -513,6 +498,7 @@ _RULES: tuple[tuple[re.Pattern[str], Rule], ...] = tuple(
             _bare_month,
         ),
         (rf"(?:{_PREP}|the\s+year)\s+(?P<year>{YEAR})(?!\s*[-/]\d)", _year),
+        *ZH_RULES,
     )
 )
 
@@ -563,10 +549,12 @@ def iter_times(text: str, anchor: date | datetime | None = None) -> Iterator[Men
 
 
 def _bounded(text: str, start: int, end: int) -> bool:
-    """The match is whole words (the patterns carry no word boundaries themselves)."""
+    """The match is whole words (the patterns carry no word boundaries themselves); an
+    edge beside a Chinese character is one (Chinese is written without spaces)."""
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
-    return not (before.isalnum() or after.isalnum())
+    joined_before = before.isalnum() and not has_cjk(before + text[start])
+    return not (joined_before or (after.isalnum() and not has_cjk(text[end - 1] + after)))
 
 
 def resolve(text: str, anchor: date | datetime | None) -> TimeSpan | None:

@@ -29,6 +29,8 @@ __all__ = [
     "month_span",
     "parse_iso_span",
     "season_span",
+    "shifted_range",
+    "shifted_span",
     "span_from_dict",
     "span_from_epochs",
     "span_to_dict",
@@ -222,6 +224,28 @@ def add_months(year: int, month: int, delta: int) -> tuple[int, int]:
 _ISO_DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _ISO_MONTH = re.compile(r"(\d{4})-(\d{2})")
 _ISO_YEAR = re.compile(r"(\d{4})")
+
+
+def shifted_span(unit: str, anchor: date, n: int) -> TimeSpan:
+    """The ``unit`` ("day", "week", "weekend", "month" or "year") holding the day ``n``
+    units after ``anchor`` (``n`` < 0: before)."""
+    if unit == "day":
+        return day_span(anchor + timedelta(days=n))
+    if unit == "week":
+        return week_span(anchor + timedelta(weeks=n))
+    if unit == "weekend":
+        return weekend_span(anchor + timedelta(weeks=n))
+    if unit == "month":
+        return month_span(*add_months(anchor.year, anchor.month, n))
+    return year_span(anchor.year + n)
+
+
+def shifted_range(unit: str, anchor: date, lo: int, hi: int) -> TimeSpan:
+    """From ``lo`` to ``hi`` units away (one unit when they are equal)."""
+    a, b = shifted_span(unit, anchor, lo), shifted_span(unit, anchor, hi)
+    if a == b:
+        return a
+    return TimeSpan(min(a.start, b.start), max(a.end, b.end), "span")
 
 
 def parse_iso_span(text: str) -> TimeSpan | None:

@@ -3,8 +3,10 @@ or asks when something happened lifts the memories whose time fits it.
 
 An entry's time is its resolved ``event_time`` when it has one, else the day it was said.
 A question's times are the absolute expressions :func:`lightmem.timeresolve.find_times`
-reads in it (a month or day without a year fits that month or day in any year): each
-distinct time once, the first :data:`MAX_QUERY_TIMES` of them. The lift is added to the
+reads in it, English or Chinese ("in May 2023", 2023年5月; a month or day without a year
+fits that month or day in any year): each distinct time once, the first
+:data:`MAX_QUERY_TIMES` of them. It asks when with "when", "what date", ..., or 什么时候,
+哪天, 几号, .... The lift is added to the
 fused reciprocal-rank score: ``weight / k`` for an entry whose time overlaps one the
 question names, half that, for a "when" question, for an entry that states a time
 of its own.
@@ -29,7 +31,8 @@ MAX_QUERY_TIMES = 32
 
 _WHEN = re.compile(
     r"\b(?:when|what\s+(?:date|day|month|year|time)|which\s+(?:date|day|month|year)"
-    r"|how\s+long\s+ago)\b",
+    r"|how\s+long\s+ago)\b"
+    r"|什么时候|哪一?天|哪一?年|哪个月|几月|几号|几点|多久(?:以前|之前|前)",
     re.I,
 )
 
