@@ -228,6 +228,9 @@ def test_errors_are_clean(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "error: file" in proc.stderr and not proc.stdout
     out = run("--store", str(tmp_path / "s.db"), "add", str(bad))
     assert out.returncode == 2 and "error: file" in out.stderr
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"content": "I live in Porto."}]))
+    assert run("--store", str(tmp_path / "s.db"), "add", str(good)).returncode == 0
     out = run("--store", str(tmp_path / "s.db"), "search", "  ")
     assert out.returncode == 2 and out.stderr.startswith("error: query")
     out = run("--store", str(tmp_path / "s.db"), "show", "missing")

@@ -101,6 +101,33 @@ def test_an_object_wrapping_the_list_is_refused_not_added_as_one_message(tmp_pat
     assert out.returncode == 2 and '"messages" list' in out.stderr and str(path) in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"", "is empty"),
+        (b"  \n\n", "is empty"),
+        (b"[]", "messages: the list is empty"),
+        (json.dumps([MESSAGES[0], {"content": "x", "timestamp": "soon"}]).encode(),
+         "messages[1].timestamp"),
+        (json.dumps([{"content": "x", "role": "User"}]).encode(), "messages[0].role"),
+        ("Je suis végétarienne".encode("cp1252"), "not UTF-8"),
+    ],
+)  # fmt: skip
+def test_a_file_that_cannot_be_added_leaves_no_store_behind(
+    tmp_path: Path, data: bytes, says: str
+) -> None:
+    """Every message is checked before the store is opened (opening creates the file), so
+    a mistyped add does not leave an empty store that later commands would search."""
+    path = tmp_path / "conv.json"
+    path.write_bytes(data)
+    store = tmp_path / "s.db"
+    out = run("--store", str(store), "add", str(path))
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert not store.exists()
+    piped = run("--store", str(store), "add", "-", stdin=data)
+    assert piped.returncode == 2 and says in piped.stderr and not store.exists()
+
+
 def test_a_broken_jsonl_line_is_named_by_its_line_number(tmp_path: Path) -> None:
     good = [json.dumps({"content": f"fact {i}"}) for i in range(3)]
     path = tmp_path / "conv.jsonl"
@@ -122,7 +149,7 @@ def test_a_line_separator_inside_a_jsonl_string_does_not_split_the_record() -> N
     assert parse_messages(record + "\n" + record, "f") == [{"content": "first\u2028second"}] * 2
 
 
-@given(st.lists(st.fixed_dictionaries({"content": st.text(min_size=1)}), max_size=5))
+@given(st.lists(st.fixed_dictionaries({"content": st.text(min_size=1)}), min_size=1, max_size=5))
 def test_every_encoding_and_layout_reads_back_the_same_messages(msgs: list[dict[str, str]]) -> None:
     layouts = [json.dumps(msgs, ensure_ascii=False), "\n".join(json.dumps(m) for m in msgs)]
     for text in layouts:

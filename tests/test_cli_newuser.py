@@ -101,6 +101,8 @@ def test_the_undo_hint_of_delete_works_when_copied(
     gone = run(*given, "delete", first["id"][:8])
     assert gone.returncode == 0, gone.stderr
     hint = gone.stdout.split("undo with: ", 1)[1].strip()
+    short = run(*given, "restore", first["id"][:8])  # no longer listed: cannot be completed
+    assert short.returncode == 2 and "a deleted memory needs its full id" in short.stderr
     words = shlex.split(hint)
     assert words[0] == "lightmem" and words[-2:] == ["restore", first["id"]]
     assert {"--store", "--config", "--user-id"} <= set(words)

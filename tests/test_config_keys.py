@@ -92,3 +92,5 @@ def test_metadata_generate_false_is_noted_as_not_applied() -> None:
     assert any(n.startswith("metadata_generate: false not applied") for n in off.notes)
     on = parse_config({"metadata_generate": True})
     assert not any("not applied" in n for n in on.notes if n.startswith("metadata_generate"))
+    assert any(n.startswith("metadata_generate") for n in on.notes)
+    assert not any(n.startswith("metadata_generate") for n in parse_config({}).notes)

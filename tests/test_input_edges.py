@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +174,16 @@ def test_tenant_pool_refuses_a_config_naming_a_store(tmp_path: Path, key: str) -
 def test_cli_servers_refuse_a_store_rather_than_ignore_it(tmp_path: Path) -> None:
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"store": {"path": str(tmp_path / "central.db")}}))
-    # A port nothing can bind: a server that wrongly starts fails at once instead of serving.
-    data = [*("--data-dir", str(tmp_path / "data")), "--port", "-1"]
-    for command in (["serve"], ["mcp", "--transport", "http"]):
-        out = run("--config", str(cfg), *command, *data)
-        assert out.returncode == 2 and out.stderr.startswith("error: store: "), out.stderr
-        out = run("--store", str(tmp_path / "m.db"), *command, *data)
-        assert out.returncode == 2 and out.stderr.startswith("error: --store: "), out.stderr
+    # A port taken: a server that wrongly starts fails at once instead of serving.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        data = [*("--data-dir", str(tmp_path / "data")), "--port", str(taken.getsockname()[1])]
+        for command in (["serve"], ["mcp", "--transport", "http"]):
+            out = run("--config", str(cfg), *command, *data)
+            assert out.returncode == 2 and out.stderr.startswith("error: store: "), out.stderr
+            out = run("--store", str(tmp_path / "m.db"), *command, *data)
+            assert out.returncode == 2 and out.stderr.startswith("error: --store: "), out.stderr
     assert not (tmp_path / "central.db").exists() and not (tmp_path / "m.db").exists()
 
 

@@ -340,11 +340,12 @@ def _published_extras(root: ConfigSection) -> list[str]:
     """Published top-level keys that select nothing here; each is checked and noted."""
     notes = []
     generate = root.get_bool("metadata_generate", True)
-    notes.append(
-        f"metadata_generate: {'' if generate else 'false not applied; '}entries always carry "
-        "the messages' speaker, time, topic and source ids; an LLM memory_manager also "
-        "writes keywords"
-    )
+    if root.has("metadata_generate"):  # a note about a key never given is noise
+        notes.append(
+            f"metadata_generate: {'' if generate else 'false not applied; '}entries always "
+            "carry the messages' speaker, time, topic and source ids; an LLM memory_manager "
+            "also writes keywords"
+        )
     threshold = root.get_number("extract_threshold")
     if threshold is not None:
         if not 0 <= float(threshold) <= 1:

@@ -80,6 +80,10 @@ class ConfigSection:
         self._seen.add(key)
         return ConfigSection(self._raw.get(key), self._name(key))
 
+    def has(self, key: str) -> bool:
+        """Whether the user wrote ``key`` in this section."""
+        return key in self._raw
+
     def given(self) -> bool:
         """Whether the user wrote anything in this section."""
         return bool(self._raw)

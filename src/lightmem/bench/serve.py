@@ -219,24 +219,27 @@ def _server_process(pool: TenantPool, data: Path, workers: int) -> Iterator[str]
         str(port),
         "--workers",
         str(workers),
+        "--no-access-log",  # a line per request measures the log, not the server
     ]
     env = {**os.environ, "LIGHTMEM_SERVER_SCHEMA": pool.server_schema}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
-                )
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    # What the server says goes to a file, not a pipe: a pipe nobody reads fills up (64 KiB)
+    # and then blocks the server mid-benchmark.
+    with tempfile.TemporaryFile() as said:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=said, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    said.seek(0)
+                    raise RuntimeError(f"server did not start: {said.read().decode()}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)

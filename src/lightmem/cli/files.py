@@ -52,8 +52,13 @@ def decode_text(data: bytes, name: str) -> str:
 
 def parse_messages(text: str, name: str) -> list[Any]:
     """The messages in ``text``: a JSON list of message objects, one message object, or JSONL
-    (one object per line, blank lines skipped; an empty file holds none). Errors name the
-    file and, for JSONL, the line as an editor numbers it."""
+    (one object per line, blank lines skipped). A file with nothing in it is refused, as the
+    library refuses an empty list: an empty pipe is a mistake more often than a choice.
+    Errors name the file and, for JSONL, the line as an editor numbers it."""
+    if not text.strip():
+        raise InvalidInputError(
+            f"file: {name} is empty; give a JSON list of messages, one message object, or JSONL"
+        )
     try:
         whole = json.loads(text)
     except ValueError as exc:

@@ -124,9 +124,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="REST API and viewer (/ui); needs lightmem[server]")
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8765)
+    sv.add_argument("--port", type=count(0, 65535), default=8765)
     _tenant_args(sv)
-    sv.add_argument("--max-body-mb", type=float, default=8.0)
+    sv.add_argument(
+        "--max-body-mb",
+        type=float,
+        help="largest request body (default: $LIGHTMEM_MAX_BODY_BYTES, else 8 MB)",
+    )
     sv.add_argument(
         "--workers", type=count(1), default=1, help="server processes (share the files)"
     )
@@ -135,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
     mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mc.add_argument("--host", default="127.0.0.1")
-    mc.add_argument("--port", type=int, default=8766)
+    mc.add_argument("--port", type=count(0, 65535), default=8766)
     _tenant_args(mc, "tenant stores and keys (http)")
     mc.add_argument("--no-access-log", action="store_true", help="no line per request (http)")
 
@@ -218,8 +222,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from lightmem.cli import serve
 
         return serve.dispatch(args)
+    config = load_config(args)  # its refusals first: they are about the command line
     memory_commands.check_args(args)
-    with LightMemory.from_config(load_config(args)) as mem:
+    with LightMemory.from_config(config) as mem:
         return memory_commands.run(mem, args, sys.stdout)
 
 

@@ -23,7 +23,7 @@ from lightmem.cli.output import (
 from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
-from lightmem.pipeline.messages import assign_ids
+from lightmem.pipeline.messages import assign_ids, normalize_messages
 
 __all__ = ["check_args", "resolve_id", "run", "scope_of"]
 
@@ -31,6 +31,8 @@ __all__ = ["check_args", "resolve_id", "run", "scope_of"]
 _LAST = datetime.max.replace(tzinfo=UTC)
 #: Entries scanned per page when a short id is resolved to a full one.
 _PAGE = 1000
+#: A full entry id: 32 hex digits.
+_ID_LENGTH = 32
 
 
 def scope_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,7 +41,17 @@ def scope_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse what is wrong with the arguments alone, before the store is opened: opening
-    creates a store file that does not exist yet (``add`` and ``purge`` may do that)."""
+    creates a store file that does not exist yet (``add`` and ``purge`` may do that). For
+    ``add`` that is the file too: it is read and every message checked here, and kept in
+    ``args.messages``, so a file that cannot be added leaves no new store behind."""
+    if args.command == "add":
+        raw = _read_messages(args.file)
+        # Ids are those of each turn's place in its batch (what earlier versions stored, so
+        # re-adding a file they added is still a no-op), but a turn repeated at the same
+        # place of two batches ("thanks") is two turns: the repeat takes its place in the file.
+        args.messages = assign_ids(raw, batch=args.batch) if raw else raw
+        normalize_messages(args.messages)  # the checks add_memory makes, positions as in the file
+        return
     if args.command != "purge":
         return
     if args.node is not None and args.id is not None:
@@ -81,17 +93,16 @@ def resolve_id(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
         return matches[0]
     if matches:
         raise InvalidInputError(f"id: {given!r} matches several memories; give more of it")
-    raise NotFoundError(f"id: no memory entry {given!r} in this scope")
+    # a deleted memory is no longer listed, so its short id cannot be completed
+    short = len(given) < _ID_LENGTH
+    hint = " (a deleted memory needs its full id, as 'delete' printed it)" if short else ""
+    raise NotFoundError(f"id: no memory entry {given!r} in this scope{hint}")
 
 
 def _cmd_add(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     from tqdm import tqdm
 
-    # Ids are those of each turn's place in its batch (what earlier versions stored, so
-    # re-adding a file they added is still a no-op), but a turn repeated at the same place
-    # of two batches ("thanks") is two turns: the repeat takes its place in the file.
-    raw = _read_messages(args.file)
-    messages = assign_ids(raw, batch=args.batch) if raw else raw
+    messages: list[Any] = args.messages  # read and checked by check_args
     created: list[str] = []
     added = 0
     scope = scope_of(args)
@@ -284,6 +295,8 @@ def _resolve_any(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
     try:
         return resolve_id(mem, given, scope)
     except NotFoundError:
+        if len(given) < _ID_LENGTH:
+            raise  # a short id that names no live memory: the message says to give it whole
         return given
 
 

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
 from lightmem.cli.args import load_config, read_config
 from lightmem.errors import BackendError, InvalidInputError
+from lightmem.server.env import (
+    DEFAULT_MAX_BODY,
+    MAX_BODY_VAR,
+    SERVER_CONFIG_VAR,
+    bytes_from_env,
+    config_from_env,
+)
 
 __all__ = ["SERVER_MODULES", "dispatch", "require_server_extra"]
 
@@ -45,6 +54,11 @@ def dispatch(args: argparse.Namespace) -> int:
 
     dsn = args.dsn or os.environ.get("LIGHTMEM_PG_DSN") or None
     if args.command == "keys":
+        if dsn is None and args.keys != "create" and not Path(args.data_dir).is_dir():
+            # a mistyped directory would otherwise be created and list no keys
+            raise InvalidInputError(
+                f"--data-dir: no directory {args.data_dir!r}; 'keys create' makes one"
+            )
         if dsn is None:
             Path(args.data_dir).mkdir(parents=True, exist_ok=True)
         keys = TenantPool(None if dsn else args.data_dir, dsn=dsn).keys()
@@ -70,10 +84,16 @@ def dispatch(args: argparse.Namespace) -> int:
             f"--store: lightmem {args.command} keeps each tenant's store under --data-dir "
             "(or --dsn); remove it"
         )
-    tenant_config = read_config(args)
+    # --config, else the variable uvicorn --factory reads (a flag wins over the environment)
+    tenant_config = read_config(args) if args.config else config_from_env(SERVER_CONFIG_VAR)
     check_server_config(tenant_config)  # here too: serve's workers would only log it
+    _check_listen(args.host, args.port)  # before saying it listens
     if args.command == "serve":
-        if args.max_body_mb <= 0:
+        if args.max_body_mb is None:
+            max_body = bytes_from_env(MAX_BODY_VAR, DEFAULT_MAX_BODY)
+        elif args.max_body_mb > 0:
+            max_body = int(args.max_body_mb * 1024 * 1024)
+        else:
             raise InvalidInputError("--max-body-mb: must be positive")
         if args.workers < 1:
             raise InvalidInputError("--workers: must be at least 1")
@@ -82,8 +102,8 @@ def dispatch(args: argparse.Namespace) -> int:
         # every process opens the same tenant files, which SQLite's WAL mode allows.
         os.environ["LIGHTMEM_DATA_DIR"] = str(Path(args.data_dir).resolve())
         os.environ["LIGHTMEM_SERVER_DSN"] = dsn or ""
-        os.environ["LIGHTMEM_MAX_BODY_BYTES"] = str(int(args.max_body_mb * 1024 * 1024))
-        os.environ["LIGHTMEM_SERVER_CONFIG"] = json.dumps(tenant_config)
+        os.environ[MAX_BODY_VAR] = str(max_body)
+        os.environ[SERVER_CONFIG_VAR] = json.dumps(tenant_config)
         _warn_public(args.host)
         base = _url(args.host, args.port)
         _say(
@@ -135,6 +155,25 @@ def _stdio_mcp(args: argparse.Namespace) -> int:
     create_mcp(lambda: local).run(transport="stdio", show_banner=False)
     local.memory.close()
     return 0
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse an address the server could not listen on (taken, not this machine's, a name
+    that does not resolve) before announcing it, with the flag to change."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidInputError(f"--host: cannot listen on {host!r}: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            flag = "--port" if exc.errno == errno.EADDRINUSE else "--host"
+            raise InvalidInputError(
+                f"{flag}: cannot listen on {_url(host, port)}: {exc.strerror or exc}"
+            ) from exc
 
 
 def _url(host: str, port: int) -> str:

@@ -26,7 +26,6 @@ from lightmem.server.tenancy import KeyRegistry
 __all__ = [
     "BODY_DEADLINE_S",
     "CHALLENGE",
-    "DEFAULT_MAX_BODY",
     "STATUS",
     "TENANT_STATE",
     "UNAUTHORIZED",
@@ -37,8 +36,6 @@ __all__ = [
     "http_status",
 ]
 
-#: Bytes of body a request may send (REST: ``lightmem serve --max-body-mb``).
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
 #: Seconds a client has to send a request's whole body: a stalled upload would hold its
 #: buffer (up to the body limit) and a connection for as long as it stayed open.
 BODY_DEADLINE_S = 30.0

@@ -21,7 +21,8 @@ from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
 from lightmem.server.access_log import AccessLog, ASGIApp
-from lightmem.server.body_gate import DEFAULT_MAX_BODY, BodyGate
+from lightmem.server.body_gate import BodyGate
+from lightmem.server.env import DEFAULT_MAX_BODY
 from lightmem.server.schemas import (
     TIME_WINDOW_PATTERN,
     AgentId,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import Counter
@@ -28,7 +27,6 @@ from lightmem.server.access_log import AccessLog
 from lightmem.server.body_gate import (
     BODY_DEADLINE_S,
     CHALLENGE,
-    DEFAULT_MAX_BODY,
     TENANT_STATE,
     UNAUTHORIZED,
     BodyGate,
@@ -36,6 +34,13 @@ from lightmem.server.body_gate import (
     checked_deadline,
     error_body,
     http_status,
+)
+from lightmem.server.env import (
+    DEFAULT_MAX_BODY,
+    MAX_BODY_VAR,
+    SERVER_CONFIG_VAR,
+    bytes_from_env,
+    config_from_env,
 )
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
 from lightmem.server.tenancy import (
@@ -450,33 +455,9 @@ def app_from_env() -> FastAPI:
     (:func:`~lightmem.server.tenancy.single_threaded_blas`)."""
     dsn = os.environ.get("LIGHTMEM_SERVER_DSN") or None
     data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
-    config = _env_config("LIGHTMEM_SERVER_CONFIG")
-    max_body = _env_bytes("LIGHTMEM_MAX_BODY_BYTES", DEFAULT_MAX_BODY)
+    config = config_from_env(SERVER_CONFIG_VAR)
+    max_body = bytes_from_env(MAX_BODY_VAR, DEFAULT_MAX_BODY)
     schema = os.environ.get("LIGHTMEM_SERVER_SCHEMA") or SERVER_SCHEMA
     single_threaded_blas()
     pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema)
     return create_app(pool, pool.keys(), max_body_bytes=max_body)
-
-
-def _env_config(name: str) -> dict[str, Any]:
-    text = os.environ.get(name) or "{}"
-    try:
-        config = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{name}: not valid JSON ({exc})") from exc
-    if not isinstance(config, dict):
-        raise ConfigError(f"{name}: expected a JSON object, got {type(config).__name__}")
-    return config
-
-
-def _env_bytes(name: str, default: int) -> int:
-    text = os.environ.get(name) or ""
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"{name}: expected a positive integer of bytes, got {text!r}")
-    return value
