@@ -57,7 +57,11 @@ def test_chinese_expressions(text: str, phrase: str, start: str, end: str, unit:
 
 
 @pytest.mark.parametrize(
-    "text", ["三个月", "我一个月都没休息", "月薪一万二", "我每个月都去", "十三月", "2022年13月"]
+    "text",
+    [
+        *("三个月", "我一个月都没休息", "月薪一万二", "我每个月都去", "十三月", "2022年13月"),
+        *("马上周末了", "看一下周围的环境", "晚上月亮很圆", "后天性疾病", "他做事很周到"),
+    ],
 )
 def test_words_that_are_no_chinese_time(text: str) -> None:
     assert find_times(text, FRIDAY) == []

@@ -38,7 +38,8 @@ _DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4,
 _DIGITS |= {"七": 7, "八": 8, "九": 9}
 _NUM = r"(?:\d{1,3}|[零〇一二两三四五六七八九十]{1,3}|几)"
 _DAY_NUM = r"(?:\d{1,2}|[一二三四五六七八九十]{1,3})"
-_WEEK = r"(?:个)?(?:周|星期|礼拜)"
+#: 周 opens other words too: 周围, 周边, 周到, 周年 are no week
+_WEEK = r"(?:个)?(?:周(?![围边到全期年遭])|星期|礼拜)"
 #: not inside a longer number (十三月 is no month, 二十三天前 counts from 二十三)
 _NOT_AFTER_NUMBER = r"(?<![\d零〇一二两三四五六七八九十])"
 _MONTH_DAY = (
@@ -47,7 +48,9 @@ _MONTH_DAY = (
 )
 _WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _STEP = {"上上": -2, "上": -1, "这": 0, "本": 0, "下": 1, "下下": 2}
-_WHICH = r"(?P<which>上上|下下|上|这|本|下)"
+#: 上 and 下 end other words (马上, 晚上, 一下, 以下, 身上): 马上周末 is "soon the weekend"
+_NOT_A_WORD_END = r"(?<![一马以之身桌路晚早楼地手线网台面底])"
+_WHICH = rf"{_NOT_A_WORD_END}(?P<which>上上|下下|上|这|本|下)"
 _UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week"}
 _UNITS |= {"月": "month", "年": "year"}
 _DAYS = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "昨晚": -1, "今天": 0, "今日": 0}
@@ -132,14 +135,16 @@ def _dated(m: re.Match[str], anchor: date | None) -> TimeSpan | YearlessSpan | N
 
 
 RULES: tuple[tuple[str, _Rule], ...] = (
-    ("|".join(sorted(_DAYS, key=len, reverse=True)), _fixed),
+    # 后天性 / 先天后天 (acquired, congenital) say no day
+    (rf"(?:{'|'.join(sorted(_DAYS, key=len, reverse=True))})(?!性)", _fixed),
     ("|".join(sorted(_YEARS, key=len, reverse=True)), _year_rel),
     (rf"{_WHICH}{_WEEK}末", _unit_rel("weekend")),
     (rf"{_WHICH}{_WEEK}(?P<day>[一二三四五六日天])", _weekday_rel),
     (rf"{_WHICH}{_WEEK}", _unit_rel("week")),
     (rf"{_WHICH}(?:个)?月", _unit_rel("month")),
     (
-        rf"{_NOT_AFTER_NUMBER}(?P<n>{_NUM})(?:个)?(?P<unit>天|日|周|星期|礼拜|月|年)(?P<dir>以前|之前|前|以后|之后|后)",
+        rf"{_NOT_AFTER_NUMBER}(?P<n>{_NUM})(?:个)?(?P<unit>天|日|周|星期|礼拜|月|年)"
+        r"(?P<dir>以前|之前|前|以后|之后|后)",
         _counted,
     ),
     (r"半年(?:以前|之前|前)", _half_year),
