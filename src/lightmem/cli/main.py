@@ -124,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="REST API and viewer (/ui); needs lightmem[server]")
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=count(0, 65535), default=8765)
+    sv.add_argument("--port", type=count(1, 65535), default=8765)
     _tenant_args(sv)
     sv.add_argument(
         "--max-body-mb",
@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
     mc.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mc.add_argument("--host", default="127.0.0.1")
-    mc.add_argument("--port", type=count(0, 65535), default=8766)
+    mc.add_argument("--port", type=count(1, 65535), default=8766)
     _tenant_args(mc, "tenant stores and keys (http)")
     mc.add_argument("--no-access-log", action="store_true", help="no line per request (http)")
 

@@ -23,7 +23,7 @@ from lightmem.cli.output import (
 from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
-from lightmem.pipeline.messages import assign_ids, normalize_messages
+from lightmem.pipeline.messages import assign_ids
 
 __all__ = ["check_args", "resolve_id", "run", "scope_of"]
 
@@ -49,8 +49,8 @@ def check_args(args: argparse.Namespace) -> None:
         # Ids are those of each turn's place in its batch (what earlier versions stored, so
         # re-adding a file they added is still a no-op), but a turn repeated at the same
         # place of two batches ("thanks") is two turns: the repeat takes its place in the file.
-        args.messages = assign_ids(raw, batch=args.batch) if raw else raw
-        normalize_messages(args.messages)  # the checks add_memory makes, positions as in the file
+        # assign_ids makes the checks add_memory makes, naming positions as in the file
+        args.messages = assign_ids(raw, batch=args.batch)
         return
     if args.command != "purge":
         return

@@ -159,16 +159,15 @@ def _stdio_mcp(args: argparse.Namespace) -> int:
 
 def _check_listen(host: str, port: int) -> None:
     """Refuse an address the server could not listen on (taken, not this machine's, a name
-    that does not resolve) before announcing it, with the flag to change."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise InvalidInputError(f"--host: cannot listen on {host!r}: {exc.strerror}") from exc
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
+    that does not resolve) before announcing it, with the flag to change. It binds as
+    uvicorn does: IPv6 for a host with a colon, else IPv4."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
         try:
-            probe.bind(address)
+            probe.bind((host, port))
+        except socket.gaierror as exc:
+            raise InvalidInputError(f"--host: cannot listen on {host!r}: {exc.strerror}") from exc
         except OSError as exc:
             flag = "--port" if exc.errno == errno.EADDRINUSE else "--host"
             raise InvalidInputError(

@@ -61,6 +61,13 @@ _CHANGE = _ENDING | frozenset(
     变成 成为 涨 涨到 降 降到 升职 升为 回到 说错 口误 更正 纠正""".split()
 )
 _NOW = frozenset("现在 如今 现如今".split())
+_STILL = frozenset("还 还在 仍然 依然 仍 还是 依旧 照样".split())
+#: A day or a stretch said as the only time something is not done: 我今天不上班了.
+_FOR_NOW = frozenset("今天 今晚 今早 今儿 明天 这周 这几天 这会儿 这次 暂时 先".split())
+#: Words opening with 新 that say nothing new of the speaker's (新年 is tagged a time).
+_NEW_WORDS = frozenset("新闻 新鲜 新疆 新加坡 新西兰 新娘 新郎 新手 新生 新春 新人".split())
+#: Times ahead: a sentence set there tells a plan (明天回广州, 下个月搬到深圳).
+_AHEAD = frozenset("明天 后天 明年 后年 下周 下星期 下个月 下月 将来 到时候 下次".split())
 _NEGATIONS = frozenset("不 没 没有 别 从没 从来不 从来没 未 不会 不想 不要 不用".split())
 _PAST = frozenset("以前 小时候 曾经 当年 那时候 那时 过去 从前 当时 原来".split())
 _PRESENT = _NOW | frozenset("还 仍然 依然 一直 每天 每周 每月 平时 经常 总是 目前 正在".split())
@@ -97,20 +104,24 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     clauses = _clauses(tagged)
     words = [w for w, _ in tagged]
     subject, named = _subject(tagged, speaker, names)
-    changed = [c for c in clauses if _marks_change(c)]
+    kinds = [(c, _marks_change(c, tagged)) for c in clauses]
+    changed = [c for c, kind in kinds if kind]
+    # 我不学钢琴了 ends the piano, not whatever else is learnt: a stop alone says nothing
+    # else of the predicate, so it is tied to the earlier statement by what it ended only
+    stopped_only = bool(changed) and all(kind in ("", "stopped") for _, kind in kinds)
     reported = bool(set(words) & _HEARSAY) or any(
         {w for w, _ in c} & _REPORTS for c in changed or clauses
     )
     return Reading(
         sentence,
         subject,
-        irrealis=bool(set(words) & _IRREALIS),
+        irrealis=bool(set(words) & (_IRREALIS | _AHEAD)),
         additive=_additive(words),
         reported=reported,
         change=bool(changed),
         past_event=_past(tagged),
         ended=_ended(changed, names),
-        heads=_heads(tagged, speaker, names),
+        heads=() if stopped_only else _heads(tagged, speaker, names),
         named=named,
     )
 
@@ -151,10 +162,15 @@ def other_predicate(old: Reading, new: Reading) -> bool:
 
 
 def shared_chars(ended: Iterable[str], stems: Iterable[str]) -> set[str]:
-    """The Han characters the words a change ended share with an earlier statement's
-    words: jieba segments 戒烟 and 抽一包烟, or 吃辣 and 不吃 + 辣, differently."""
-    gone = {ch for w in ended for ch in w if lang.CJK_RE.match(ch)} - set("不没")
-    return gone & {ch for w in stems for ch in w}
+    """The words a change ended whose every Han character is in an earlier statement's
+    words: jieba segments 戒烟 and 抽一包烟, or 吃辣 and 不吃 + 辣, differently. A whole
+    word, not one shared character: 我不喝茶了 ends no 喝咖啡."""
+    chars = {ch for w in stems for ch in w}
+    return {
+        w
+        for w in ended
+        if lang.CJK_RE.match(w[:1]) and all(ch in chars for ch in w if lang.CJK_RE.match(ch))
+    }
 
 
 def _clauses(tagged: _Tagged) -> list[_Tagged]:
@@ -174,7 +190,7 @@ def _first_person(word: str) -> bool:
 
 def _subject(tagged: _Tagged, speaker: str, names: Collection[str]) -> tuple[str, str]:
     """(subject, the person a relation names) of the sentence (module docstring)."""
-    for k, (w, _) in enumerate(tagged):
+    for k, (w, f) in enumerate(tagged):
         if _first_person(w):
             j = k + 1
             while j < len(tagged) and tagged[j][0] in _KIN_MODIFIERS:
@@ -188,6 +204,8 @@ def _subject(tagged: _Tagged, speaker: str, names: Collection[str]) -> tuple[str
             return SELF, ""
         if w in names and w != speaker:
             return w, ""
+        if f.startswith("nr") and w not in names and not any(_first_person(v) for v, _ in tagged):
+            return w, ""  # 小王搬到了深圳: 小王's, as English reads "Ruth moved"
         prev = tagged[k - 1][1] if k else ""
         if (w in _LISTENER or w in _OTHERS) and not prev.startswith(("v", "p")):
             return "", ""  # about the listener or a thing; after a verb it is the object
@@ -198,21 +216,26 @@ def _negated(clause: _Tagged, k: int) -> bool:
     return any(w in _NEGATIONS for w, _ in clause[max(0, k - 2) : k])
 
 
-def _marks_change(clause: _Tagged) -> bool:
+def _marks_change(clause: _Tagged, sentence: _Tagged) -> str:
+    """How ``clause`` (of ``sentence``) marks a change (module docstring): "marker" (a
+    change verb, 现在, 我的新...), "stopped" (不再, or a negation closed by 了), or ""."""
     words = [w for w, _ in clause]
-    for k, w in enumerate(words):
+    if set(words) & _STILL:
+        return ""  # 还在上海, 仍然住在北京: what held still holds
+    for k, (w, f) in enumerate(clause):
         prev = words[k - 1] if k else ""
         if w in _CHANGE and not _negated(clause, k):
-            return True
+            return "stopped" if w == "不再" else "marker"
         if w in _NOW and prev not in ("到", "直到"):
-            return True
-        if w.startswith("新") and len(w) > 1 and (prev == "的" or _first_person(prev)):
-            return True  # 我的新车
-        if w == "不再":
-            return True
-    # 不吃辣了 / 没在那儿上班了: a negated state that has come about, "no longer"
+            return "marker"
+        new = w == "新" or (w[:1] == "新" and f != "t" and w not in _NEW_WORDS)
+        if new and (prev == "的" or _first_person(prev)):
+            return "marker"  # 我的新车, 我的新工作; not 我的新年
+    # 不吃辣了 / 没在那儿上班了: a negated state that has come about, "no longer"; not for
+    # today only (我今天不上班了)
     negation = any(w in _NEGATIONS or (w[:1] in "不没" and len(w) > 1) for w in words)
-    return negation and words[-1] == "了"
+    for_now = any(w in _FOR_NOW for w, _ in sentence)
+    return "stopped" if negation and words[-1] == "了" and not for_now else ""
 
 
 def _additive(words: list[str]) -> bool:
@@ -232,18 +255,23 @@ def _past(tagged: _Tagged) -> bool:
 
 def _ended(changed: list[_Tagged], names: Collection[str]) -> tuple[str, ...]:
     """What a clause with an ending marker (or a negation closed by 了) says ended: its
-    content words, and what follows the marker inside one word (戒烟: 烟; 不吃: 吃)."""
+    content words, and what follows 戒 or 卖 inside one word (戒烟: 烟)."""
     out: list[str] = []
     for clause in changed:
         words = [w for w, _ in clause]
         negated_state = words[-1] == "了" and any(w[:1] in "不没" for w in words)
         if not set(words) & _ENDING and not any(w[:1] == "戒" for w in words) and not negated_state:
             continue
-        for w, f in clause:
+        for k, (w, f) in enumerate(clause):
             if _first_person(w) or w in names or f[:1] in "upcdrmtqx" or w in _NOW:
                 continue
-            rest = w[1:] if w[:1] in "戒卖不没" and len(w) > 1 else ""
-            if w not in _CHANGE and w not in _NEGATIONS:
+            # what 戒 or 卖 ended is inside the word (戒烟: 烟); a verb after 不 with an
+            # object is the verb of the stop, not what stopped (我不学钢琴了 ends the piano;
+            # 我不游泳了 ends the swimming)
+            rest = w[1:] if w[:1] in "戒卖" and len(w) > 1 else ""
+            objects = any(g[:1] == "n" for _, g in clause[k + 1 :])
+            after_no = k > 0 and clause[k - 1][0] in _NEGATIONS and f[:1] == "v" and objects
+            if w not in _CHANGE and w not in _NEGATIONS and w[:1] not in "不没" and not after_no:
                 out.append(w)
             if rest:
                 out.append(rest)

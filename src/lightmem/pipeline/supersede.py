@@ -331,8 +331,8 @@ class Detector:
     ) -> Supersession | None:
         o, n = old_f.entry, new_f.entry
         old_names, new_names = old.named(new), new.named(old)
-        if not old.stems - new.stems and not (new_names and _other(new_names, old_names)):
-            return None  # it says nothing the change could replace, nor names a new value
+        if not old.stems - new.stems and not _returns(old, new, old_names, new_names):
+            return None  # it says nothing the change could replace
         if new_names:
             if not _other(new_names, old_names):
                 return None  # nothing new: a repeat, not a change
@@ -408,6 +408,15 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
         said(change, newer=True) if change else None,
         said(state, newer=True) if state and not change else None,
     )
+
+
+def _returns(old: _Said, new: _Said, old_names: frozenset[str], new_names: frozenset[str]) -> bool:
+    """A Chinese change that names the earlier value while giving another in its slot
+    (上海待不惯，我又搬回北京了 after 我搬去上海了): the earlier words are all in it, since the
+    change verb is no stem, yet it replaces them. English keeps the stricter rule: "I now
+    live in Paris with Tom" restates "I live in Paris"."""
+    chinese = statements_zh.applies(new.reading.text)
+    return chinese and bool(_other(new_names, old_names)) and bool(old.slots & new.slots)
 
 
 def _other(names: frozenset[str], known: frozenset[str]) -> frozenset[str]:

@@ -32,7 +32,7 @@ MAX_QUERY_TIMES = 32
 _WHEN = re.compile(
     r"\b(?:when|what\s+(?:date|day|month|year|time)|which\s+(?:date|day|month|year)"
     r"|how\s+long\s+ago)\b"
-    r"|什么时候|哪一?天|哪一?年|哪个月|几月|几号|几点|多久(?:以前|之前|前)",
+    r"|什么时候|哪一?天|哪一?年|哪个月|几月|几号(?![楼线房车位])|多久(?:以前|之前|前)",
     re.I,
 )
 
