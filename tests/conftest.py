@@ -5,14 +5,16 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
+from lightmem.pipeline.supersede import Detector
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
-from lightmem.types import MemoryEntry
+from lightmem.types import MemoryEntry, Scope
 
 if TYPE_CHECKING:
     import httpx
@@ -50,6 +52,30 @@ def _caller_environment_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def embedder() -> WordLlamaEmbedder:
     return WordLlamaEmbedder()
+
+
+def weekly_entries(turns: Sequence[tuple[str, str]]) -> list[MemoryEntry]:
+    """One entry per (speaker, text), a week apart from 1 March 2023, oldest first: what
+    the update detector's tests compare."""
+    start = datetime(2023, 3, 1, 10, tzinfo=UTC)
+    return [
+        MemoryEntry(
+            f"e{k}",
+            text,
+            text,
+            Scope(),
+            start + timedelta(days=7 * k),
+            speaker_name=who,
+            source_ids=(f"t{k}",),
+        )
+        for k, (who, text) in enumerate(turns)
+    ]
+
+
+@pytest.fixture
+def detector(embedder: WordLlamaEmbedder) -> Detector:
+    """The model-free update detector over the offline embedder's word vectors."""
+    return Detector(lambda texts: embedder.embed(texts, op="test"))
 
 
 @pytest.fixture

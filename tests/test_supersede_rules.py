@@ -13,37 +13,16 @@ from typing import Any
 
 import pytest
 
+from conftest import weekly_entries
 from lightmem import LightMemory
 from lightmem.pipeline.supersede import Detector
 from lightmem.pipeline.update import REVIEW_K
-from lightmem.types import MemoryEntry, Scope
 
 START = datetime(2023, 3, 1, 10, tzinfo=UTC)
 
 
-def _entries(turns: list[tuple[str, str]]) -> list[MemoryEntry]:
-    """One entry per (speaker, text), a week apart, oldest first."""
-    return [
-        MemoryEntry(
-            f"e{k}",
-            text,
-            text,
-            Scope(),
-            START + timedelta(days=7 * k),
-            speaker_name=who,
-            source_ids=(f"t{k}",),
-        )
-        for k, (who, text) in enumerate(turns)
-    ]
-
-
-@pytest.fixture
-def detector(embedder: Any) -> Detector:
-    return Detector(lambda texts: embedder.embed(texts, op="test"))
-
-
 def _pairs(detector: Detector, turns: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(f.old.id, f.new.id) for f in detector.detect(_entries(turns))]
+    return [(f.old.id, f.new.id) for f in detector.detect(weekly_entries(turns))]
 
 
 @pytest.mark.parametrize(

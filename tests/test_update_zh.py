@@ -6,45 +6,22 @@ supersedes nothing. End to end, the current value then comes first."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from conftest import weekly_entries
 from lightmem import LightMemory
 from lightmem.pipeline import statements, statements_zh
 from lightmem.pipeline.reading import SELF
 from lightmem.pipeline.supersede import Detector, slots_in
-from lightmem.types import MemoryEntry, Scope
-
-START = datetime(2023, 3, 1, 10, tzinfo=UTC)
-
-
-def _entries(turns: list[tuple[str, str]]) -> list[MemoryEntry]:
-    return [
-        MemoryEntry(
-            f"e{k}",
-            text,
-            text,
-            Scope(),
-            START + timedelta(days=7 * k),
-            speaker_name=who,
-            source_ids=(f"t{k}",),
-        )
-        for k, (who, text) in enumerate(turns)
-    ]
-
-
-@pytest.fixture
-def detector(embedder: Any) -> Detector:
-    return Detector(lambda texts: embedder.embed(texts, op="test"))
 
 
 def _pairs(detector: Detector, *texts: str, who: str = "阿明") -> list[tuple[str, str]]:
-    return [(f.old.id, f.new.id) for f in detector.detect(_entries([(who, t) for t in texts]))]
+    entries = weekly_entries([(who, t) for t in texts])
+    return [(f.old.id, f.new.id) for f in detector.detect(entries)]
 
 
 @pytest.mark.parametrize(
@@ -119,10 +96,10 @@ def test_a_revert_supersedes_the_value_it_left(detector: Detector) -> None:
 
 
 def test_another_speaker_of_the_scope_is_the_subject_of_their_change(detector: Detector) -> None:
-    entries = _entries([("小芳", "我住在成都。"), ("阿明", "小芳已经搬到重庆了。")])
+    entries = weekly_entries([("小芳", "我住在成都。"), ("阿明", "小芳已经搬到重庆了。")])
     assert [(f.old.id, f.new.id) for f in detector.detect(entries)] == [("e0", "e1")]
     # the speaker's own fact is not replaced by what they say of another speaker
-    entries = _entries(
+    entries = weekly_entries(
         [("阿明", "我住在成都。"), ("小芳", "我住在西安。"), ("阿明", "小芳已经搬到重庆了。")]
     )
     assert [(f.old.id, f.new.id) for f in detector.detect(entries)] == [("e1", "e2")]
