@@ -5,10 +5,13 @@ them, and a Chinese question naming a time or asking when lifts the memories of 
 
 from __future__ import annotations
 
+import itertools
 from datetime import date
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from lightmem import LightMemory
 from lightmem.timeresolve import find_times
@@ -129,3 +132,22 @@ def test_a_chinese_question_about_time_lifts_the_memory_of_that_time(
             assert hike.event_time.label() == "weekend of 17 June 2023"
             first[weight] = mem.retrieve(question, limit=2)[0].source_ids
     assert first == {0.0: ("likes",), 0.5: ("hike",)}
+
+
+_PIECES = hs.sampled_from(
+    [
+        *"上下这本去今明前后大个周月年天日号第的了我以之然两几十一二三九",
+        *("星期", "礼拜", "半年", "2023年", "5月", "8日", "末", "前", "后", "12", "x", " "),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hs.lists(_PIECES, max_size=25).map("".join),
+    hs.one_of(hs.none(), hs.dates(min_value=date(2, 1, 1), max_value=date(9998, 1, 1))),
+)
+def test_any_chinese_text_resolves_in_order_without_raising(text: str, anchor: date | None) -> None:
+    found = find_times(text, anchor)
+    assert all(text[m.start : m.end] == m.phrase for m in found)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(found))
