@@ -5,17 +5,21 @@ written once.
 
 - **subject**: the speaker for a first-person word (我, 我们) or no person at all
   (涨工资了，现在月薪一万五); another speaker of the scope named before any first-person word
-  (张伟已经毕业了); nobody tracked for the listener, a third-person pronoun or a demonstrative
+  (张伟已经毕业了), or a person named in a sentence with no first-person word (小王搬到了深圳:
+  小王's); nobody tracked for the listener, a third-person pronoun or a demonstrative
   (你, 他, 这个). A relation opening the sentence (我邻居刚买了..., 我的好朋友小林住在杭州) is a
   subject of its own: the relative, or the person it names (小林); 我男朋友叫李明 says who the
   boyfriend is, the speaker's fact.
-- **mood**: a plan, wish, guess or condition (想, 打算, 准备, 如果, 可能) asserts no change yet;
+- **mood**: a plan, wish, guess or condition (想, 打算, 准备, 如果, 可能), or a sentence set
+  ahead (明天回广州, 下个月搬家), asserts no change yet;
   an addition (也, 另外, 又 not before a change verb: 我们又领养了一只狗) adds; reported speech
   (听说, or 说 in the clause that holds the change) is someone else's claim.
 - **change**: a change verb (搬到, 跳槽, 辞职, 戒烟, 分手, 卖, 换成, 涨到, 说错 for a
   correction), a present-state adverb (现在, 如今; not 到现在), 不再, a negation whose clause ends
-  in 了 (不吃辣了: no longer), or 我的新... A change verb after a negation (没搬, 不想换) marks
-  none.
+  in 了 (不吃辣了: no longer; not for today only: 我今天不上班了), or 我的新... (not 新年). A
+  change verb after a negation (没搬, 不想换), or a clause saying it still holds (还, 仍然),
+  marks none. A stop (不再, 不...了) ends only what it names: its heads are left out, so it
+  is tied to an earlier statement by what it ended (我不学钢琴了 ends no 日语).
 - **state vs event**: a sentence set in the past (以前, 小时候, 曾经, or the experiential 过)
   with nothing in the present narrates an event, which no later value replaces.
 - **values** (:func:`slots`): places, names, brands and organisations (jieba's ns / nr / nt /

@@ -41,7 +41,6 @@ import numpy.typing as npt
 
 from lightmem.pipeline import statements, statements_zh
 from lightmem.pipeline.reading import SELF, Reading
-from lightmem.pipeline.statements_zh import MARKERS as ZH_MARKERS
 from lightmem.text import NEGATIONS, STOPWORDS, content_terms
 from lightmem.types import MemoryEntry
 
@@ -68,6 +67,9 @@ _VERBS = frozenset(
     """moved relocated switched changed quit left became transferred replaced dropped sold
     traded cancelled canceled stopped started gave given giving broke split rid took""".split()
 )
+
+#: Left out of the stems: markers and change verbs (English and Chinese), negations.
+_NOT_STEMS = _MARKERS | _VERBS | NEGATIONS | STOPWORDS | statements_zh.MARKERS
 
 #: Deictic time words ("last month", "yesterday"): when, not what, a statement says.
 _TIME = frozenset(
@@ -134,7 +136,7 @@ def stems(text: str) -> set[str]:
     """Content words, crudely stemmed, without change markers and negations."""
     out = set()
     for w in content_terms(text):
-        if w in _MARKERS or w in _VERBS or w in NEGATIONS or w in STOPWORDS or w in ZH_MARKERS:
+        if w in _NOT_STEMS:
             continue
         out.add(_STEM.sub("", w).removesuffix("e") if len(w) > 4 else w.removesuffix("e"))
     return out
