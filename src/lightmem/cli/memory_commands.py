@@ -31,7 +31,7 @@ __all__ = ["check_args", "resolve_id", "run", "scope_of"]
 _LAST = datetime.max.replace(tzinfo=UTC)
 #: Entries scanned per page when a short id is resolved to a full one.
 _PAGE = 1000
-#: A full entry id: 32 hex digits.
+#: The length of the ids lightmem makes (32 hex digits); an imported id may be shorter.
 _ID_LENGTH = 32
 
 
@@ -48,8 +48,8 @@ def check_args(args: argparse.Namespace) -> None:
         raw = _read_messages(args.file)
         # Ids are those of each turn's place in its batch (what earlier versions stored, so
         # re-adding a file they added is still a no-op), but a turn repeated at the same
-        # place of two batches ("thanks") is two turns: the repeat takes its place in the file.
-        # assign_ids makes the checks add_memory makes, naming positions as in the file
+        # place of two batches ("thanks") is two turns: the repeat takes its place in the
+        # file. assign_ids also makes add_memory's checks, naming positions in the file.
         args.messages = assign_ids(raw, batch=args.batch)
         return
     if args.command != "purge":
@@ -93,10 +93,15 @@ def resolve_id(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
         return matches[0]
     if matches:
         raise InvalidInputError(f"id: {given!r} matches several memories; give more of it")
-    # a deleted memory is no longer listed, so its short id cannot be completed
-    short = len(given) < _ID_LENGTH
-    hint = " (a deleted memory needs its full id, as 'delete' printed it)" if short else ""
-    raise NotFoundError(f"id: no memory entry {given!r} in this scope{hint}")
+    raise NotFoundError(f"id: no memory entry {given!r} in this scope{_deleted_hint(given)}")
+
+
+def _deleted_hint(given: str) -> str:
+    """What to say of an id that names no memory when it may be a deleted one's short id
+    (a deleted memory is no longer listed, so a short id cannot be completed)."""
+    if len(given) >= _ID_LENGTH:
+        return ""
+    return " (a deleted memory needs its full id, as 'delete' printed it)"
 
 
 def _cmd_add(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
@@ -213,7 +218,11 @@ def _cmd_delete(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_restore(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
-    entry = mem.restore(_resolve_any(mem, args.id, scope), args.version, **scope)
+    try:
+        entry = mem.restore(_resolve_any(mem, args.id, scope), args.version, **scope)
+    except NotFoundError as exc:
+        # an id of a deleted memory must be whole: a short one cannot be completed
+        raise NotFoundError(f"{exc}{_deleted_hint(args.id)}") from exc
     line = f"Restored [{short_id(entry.id)}] as version {entry.version}: {entry.text}"
     return _emit(out, args, entry.to_dict(), line)
 
@@ -295,8 +304,6 @@ def _resolve_any(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
     try:
         return resolve_id(mem, given, scope)
     except NotFoundError:
-        if len(given) < _ID_LENGTH:
-            raise  # a short id that names no live memory: the message says to give it whole
         return given
 
 

@@ -314,10 +314,16 @@ def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
     for sentence in sentences(text):
         if is_question(sentence):
             continue
-        r = read(sentence, me, {me})
-        if not r.asserts or (newer and r.additive):
-            continue  # asserts nothing, or adds rather than replaces
-        out.update({r.named} if newer and r.named else {r.subject, r.named} - {""})
+        if statements_zh.applies(sentence):
+            r = statements_zh.read(sentence, me, {me})
+            who, irrealis, additive, reported = r.subject, r.irrealis, r.additive, r.reported
+            named = r.named
+        else:  # the part of read() this needs: it runs per candidate at retrieval time
+            core, _, who, irrealis, additive, reported = _who_and_mood(sentence, me, {me})
+            named = named_relation(core, {me})
+        if not who or irrealis or reported or (newer and additive):
+            continue  # asserts nothing (Reading.asserts), or adds rather than replaces
+        out.update({named} if newer and named else {who, named} - {""})
     return frozenset(out)
 
 
