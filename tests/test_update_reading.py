@@ -6,14 +6,18 @@ detector reads of such sentences: tests/test_supersede_rules.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
-from lightmem import LightMemory
+from lightmem import ConfigError, LightMemory
+from lightmem.config import parse_config
 from lightmem.pipeline import statements
-from lightmem.pipeline.validity import about_past, newer_first
+from lightmem.pipeline.validity import Likeness, about_past, newer_first
 from lightmem.types import MemoryEntry, Scope
 
 START = datetime(2023, 3, 1, 10, tzinfo=UTC)
@@ -50,7 +54,7 @@ def test_a_question_is_about_the_past_where_it_asks_what_came_before(
     assert about_past(question) is past
 
 
-def _entry(eid: str, text: str, days: int, who: str = "Lotte") -> MemoryEntry:
+def _entry(eid: str, text: str, days: float, who: str = "Lotte") -> MemoryEntry:
     return MemoryEntry(
         eid, text, text, Scope(user_id="u"), START + timedelta(days=days), speaker_name=who
     )
@@ -107,3 +111,119 @@ def test_retrieval_puts_the_newer_statement_first_where_the_detector_found_no_ch
         # a question about the past keeps the search's order
         past = mem.retrieve("Where was Lotte's flat before?", limit=2, user_id="u")
         assert past[0].source_ids == ("t1",)
+
+
+class _Meanings:
+    """A scripted embedder: each text's unit vector is given, and every call is counted."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+        self.embedded: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.embedded += texts
+        rows = np.array([self.vectors[t] for t in texts], dtype=np.float32)
+        unit: npt.NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return unit
+
+
+BARISTA = "I'm a barista at Kettle and Crumb on Elm Street."
+LIBRARY = "Day three as an assistant librarian at the Riverside Library, so quiet."
+SMALL_TALK = "Long day, but a good one."
+WORK = [1.0, 0.0, 0.0]
+
+
+def _ranked(*entries: MemoryEntry) -> tuple[list[tuple[str, float]], dict[str, MemoryEntry]]:
+    return [(e.id, 1.0 - k / 10) for k, e in enumerate(entries)], {e.id: e for e in entries}
+
+
+def test_a_newer_statement_alike_in_meaning_comes_first_though_it_shares_no_word() -> None:
+    # "work" is in neither statement, and they share no word: only their meaning ties them
+    # (small talk and an acknowledgement between them, as in a conversation: three places)
+    old, chat, ack, new = (
+        _entry("old", BARISTA, 0),
+        _entry("chat", SMALL_TALK, 90),
+        _entry("ack", "Noted.", 90, who="Assistant"),
+        _entry("new", LIBRARY, 90),
+    )
+    meanings = _Meanings(
+        {BARISTA: WORK, LIBRARY: [0.8, 0.6, 0.0], SMALL_TALK: [0.1, 0.0, 1.0], "Noted.": [0, 1, 0]}
+    )
+    ranked, by_id = _ranked(old, chat, ack, new)
+    question = "Where does Lotte work?"
+    as_searched = ["old", "chat", "ack", "new"]
+    assert [i for i, _ in newer_first(ranked, by_id, question)] == as_searched
+    got = newer_first(ranked, by_id, question, Likeness(meanings, 0.3))
+    assert [i for i, _ in got] == ["new", "old", "chat", "ack"]
+    # the newer statement takes the score of the one it passed: scores stay in order
+    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+    # a threshold above their likeness: no pass
+    got = newer_first(ranked, by_id, question, Likeness(meanings, 0.9))
+    assert [i for i, _ in got] == as_searched
+
+
+def test_likeness_lets_only_the_most_alike_later_statement_pass() -> None:
+    # A weak embedder finds small talk somewhat alike too; the statement that replaced the
+    # old one is the one most about it, so small talk never passes when something is nearer.
+    old, chat, plan = (
+        _entry("old", BARISTA, 0),
+        _entry("chat", SMALL_TALK, 90),
+        _entry("plan", "If the library job comes through, I'd leave the café.", 90),
+    )
+    meanings = _Meanings({BARISTA: WORK, SMALL_TALK: [0.6, 0.8, 0.0], plan.text: [0.9, 0.0, 0.4]})
+    ranked, by_id = _ranked(old, chat, plan)
+    got = newer_first(ranked, by_id, "Where does Lotte work?", Likeness(meanings, 0.3))
+    assert [i for i, _ in got] == ["old", "chat", "plan"]  # the plan is no assertion either
+
+
+def test_likeness_is_not_asked_within_one_conversation_nor_across_speakers() -> None:
+    # A list told in one sitting: "My dog is Rex." then "My cat is Tom." adds a fact.
+    dog, cat = _entry("dog", "My dog is called Rex.", 0), _entry("cat", "My cat Tom sleeps.", 0.01)
+    meanings = _Meanings({dog.text: WORK, cat.text: WORK})
+    ranked, by_id = _ranked(dog, cat)
+    got = newer_first(ranked, by_id, "What is Lotte's dog called?", Likeness(meanings, 0.3))
+    assert [i for i, _ in got] == ["dog", "cat"]
+    # another speaker's statement, however alike, says nothing of Lotte's
+    ben = _entry("ben", LIBRARY, 90, who="Ben")
+    meanings.vectors[LIBRARY] = WORK
+    ranked, by_id = _ranked(_entry("old", BARISTA, 0), ben)
+    meanings.vectors[BARISTA] = WORK
+    got = newer_first(ranked, by_id, "Where does Lotte work?", Likeness(meanings, 0.3))
+    assert [i for i, _ in got] == ["old", "ben"]
+    # neither case needed a vector: the cheap tests decided first
+    assert meanings.embedded == []
+
+
+def test_retrieval_puts_a_changed_value_first_by_meaning(tmp_path: Path) -> None:
+    # "run" is in the question and the older statement only: the words alone keep the
+    # older one first, and the detector reads no change ("up to" is no change marker)
+    turns = [
+        ("t1", "2022-09-03T09:00", "I run about 20 km a week, nothing crazy."),
+        ("t2", "2023-02-20T09:00", SMALL_TALK),
+        ("t3", "2023-02-20T09:02", "I'm training for the marathon so I'm up to 45 km a week now."),
+    ]
+
+    def first(config: dict[str, object]) -> tuple[str, ...]:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.db"
+        with LightMemory.from_config({"store": {"path": str(path)}, **config}) as mem:
+            mem.add_memory(
+                [
+                    {"id": i, "role": "user", "speaker_name": "Wren", "timestamp": ts, "content": c}
+                    for i, ts, c in turns
+                ],
+                user_id="u",
+                force_extract=True,
+            )
+            assert not any(e.superseded_by for e in mem.list_entries(user_id="u"))
+            question = "How many kilometres does Wren run a week?"
+            return mem.retrieve(question, limit=3, user_id="u")[0].source_ids
+
+    assert first({}) == ("t3",)
+    assert first({"retrieval": {"recency_similarity": 1.0}}) == ("t1",)  # by words only
+
+
+def test_recency_similarity_is_validated() -> None:
+    assert parse_config({}).retrieve.recency_similarity == 0.3
+    assert parse_config({"retrieval": {"recency_similarity": 1}}).retrieve.recency_similarity == 1
+    with pytest.raises(ConfigError, match=r"retrieval\.recency_similarity"):
+        parse_config({"retrieval": {"recency_similarity": 1.5}})

@@ -279,6 +279,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         near_words=rv.get_int("near_words", d.near_words, 1, 1000),
         near_similarity=rv.get_float("near_similarity", d.near_similarity, -1.0, 1.0),
         time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
+        recency_similarity=rv.get_float("recency_similarity", d.recency_similarity, -1.0, 1.0),
         tail_after=rv.get_int("tail_after", d.tail_after, 0, 10_000),
         tail_rate=rv.get_float("tail_rate", d.tail_rate, 0.01, 1.0),
     )

@@ -110,6 +110,12 @@ class RetrieveParams:
     near_words: int = 5
     near_similarity: float = 0.35
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
+    #: for a question about the present, a speaker's newer statement sharing no word of the
+    #: question with their older one still comes first when the embedder finds the two
+    #: statements' own texts at least this alike (cosine; 1.0: words only; see
+    #: :func:`lightmem.pipeline.validity.newer_first`). 0.3 was measured with the default
+    #: embedder (wordllama); an embedder whose unrelated sentences score higher needs more.
+    recency_similarity: float = 0.3
     #: within a token budget, memories packed after the first ``tail_after`` show their
     #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and
     #: numbers always: :class:`~lightmem.pipeline.compress.EntropyCompressor`; 1.0: off).
@@ -239,7 +245,15 @@ class Retriever:
             # (with limit <= keep_first the head alone is returned: nothing to re-rank)
             fused = behind_head(fused, self._near_words(query, scope, f, p, fused, got), p)
         ranked = self._timed(query, fused, p, got)
-        return self._pack(validity.rank(got.get, query, ranked, f.as_of), p, query, got)
+        current = validity.rank(got.get, query, ranked, f.as_of, self._likeness(p))
+        return self._pack(current, p, query, got)
+
+    def _likeness(self, p: RetrieveParams) -> validity.Likeness | None:
+        """How the validity ranking tells statements alike in meaning (None: words only)."""
+        if p.recency_similarity >= 1.0:
+            return None
+        embed = self._embedder.embed
+        return validity.Likeness(lambda texts: embed(texts, op="retrieve"), p.recency_similarity)
 
     def _speaker_focus(
         self,
@@ -410,7 +424,8 @@ class Retriever:
                 key=lambda x: -x[1],
             )
         ranked = top + self._timed(query, hits, p, got)
-        return self._pack(validity.rank(got.get, query, ranked, filters.as_of), p, query, got)
+        current = validity.rank(got.get, query, ranked, filters.as_of, self._likeness(p))
+        return self._pack(current, p, query, got)
 
     def _pack(
         self,

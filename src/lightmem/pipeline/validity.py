@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
 
 from lightmem import validate
 from lightmem.errors import InvalidInputError
 from lightmem.pipeline import statements
-from lightmem.pipeline.supersede import stems
+from lightmem.pipeline.supersede import EmbedTexts, stems
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.timeparse import format_date, parse_timestamp
 from lightmem.types import Filters, MemoryEntry
 
 __all__ = [
     "Fetch",
+    "Likeness",
     "about_past",
     "as_of_filters",
     "label",
@@ -44,7 +48,11 @@ _PAST = re.compile(
     r"december|today|tonight|tomorrow|next|noon|midnight|end|weekend|deadline|\d))",
     re.IGNORECASE,
 )
-_RECENCY_REACH = 2  # how many places a newer statement may pass older ones
+_RECENCY_REACH = 4  # how many places a newer statement may pass older ones
+#: A statement made within this long after another is part of the same conversation: without
+#: a marked change it adds a fact ("I have a dog." then "My cat is Tom.": a list) rather
+#: than replacing one, so only the question's words let it pass, not likeness in meaning.
+_SAME_CONVERSATION = timedelta(hours=1)
 _RECENCY_WINDOW = 24  # the ranks that may move (what a context of 800 tokens holds)
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
@@ -78,15 +86,31 @@ def as_of_filters(filters: Filters, as_of: object) -> Filters:
 Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 
+@dataclass(frozen=True, slots=True)
+class Likeness:
+    """How :func:`newer_first` tells that two statements are about the same thing when they
+    share no word of the question: ``embed`` (texts -> unit vectors, the store's embedder,
+    recorded in its ledger) gives each statement's own text a vector, and a cosine of at
+    least ``threshold`` counts as alike."""
+
+    embed: EmbedTexts
+    threshold: float
+
+
 def rank(
-    fetch: Fetch, question: str, ranked: Sequence[ScoredId], as_of: datetime | None
+    fetch: Fetch,
+    question: str,
+    ranked: Sequence[ScoredId],
+    as_of: datetime | None,
+    likeness: Likeness | None = None,
 ) -> list[ScoredId]:
     """``ranked`` (best first) with what was not valid at ``as_of`` dropped and, for a
-    question about the present, each superseded memory after the one that replaced it."""
+    question about the present, each superseded memory after the one that replaced it
+    (and newer statements first: :func:`newer_first`)."""
     if not ranked:
         return []
     if as_of is None and len(ranked) > _WINDOW:  # below the window nothing is reordered
-        top = rank(fetch, question, ranked[:_WINDOW], None)
+        top = rank(fetch, question, ranked[:_WINDOW], None, likeness)
         seen = {i for i, _ in top}
         return top + [(i, sc) for i, sc in ranked[_WINDOW:] if i not in seen]
     entries = dict(fetch([i for i, _ in ranked]))
@@ -94,7 +118,7 @@ def rank(
         ranked = [(i, s) for i, s in ranked if i not in entries or entries[i].current_at(as_of)]
     if about_past(question):
         return list(ranked)
-    ranked = newer_first(ranked, entries, question)
+    ranked = newer_first(ranked, entries, question, likeness)
     stale = [entries[i] for i, _ in ranked if i in entries and not entries[i].current_at(as_of)]
     if not stale:
         return ranked
@@ -113,21 +137,28 @@ def rank(
 
 
 def newer_first(
-    ranked: Sequence[ScoredId], entries: Mapping[str, MemoryEntry], question: str
+    ranked: Sequence[ScoredId],
+    entries: Mapping[str, MemoryEntry],
+    question: str,
+    likeness: Likeness | None = None,
 ) -> list[ScoredId]:
     """For a question about the present (in the present tense): a speaker's newer
     statement moved up past their older ones, at most ``_RECENCY_REACH`` places, when it
     asserts something of a subject the older one is about (not a plan, question, report
-    or addition) and shares every word of the question the older one shares (or, where
-    the older one shares none, a word with the older one), passing nothing between that
+    or addition) and is about the same thing: it shares every word of the question the
+    older one shares (or, where the older one shares none, a word with the older one), or,
+    said in a later conversation (:data:`_SAME_CONVERSATION`), it is alike in meaning
+    (``likeness``: "I'm up to 45 km a week now" after "I run about 20 km a week", for
+    "How many kilometres does she run?"). It passes nothing between that
     the question's words favour more. What the update detector missed ("Our flat in Porto
     gets sun all morning" after "My flat is in Ghent") then still comes first, while a
     statement about another thing the question names ("my bedroom is blue" for "what
     colour is my kitchen?") does not pass the older one."""
     if _asks_of_event(question):
         return list(ranked)
-    read = _Readings(question)
     out = list(ranked)
+    window = [entries[i] for i, _ in out[:_RECENCY_WINDOW] if i in entries]
+    read = _Readings(question, likeness, window)
     for k in range(1, min(len(out), _RECENCY_WINDOW)):
         new = entries.get(out[k][0])
         if new is None or not new.speaker:
@@ -151,10 +182,18 @@ def newer_first(
 class _Readings:
     """What :func:`newer_first` reads of a question's candidates, each read once."""
 
-    def __init__(self, question: str) -> None:
+    def __init__(
+        self,
+        question: str,
+        likeness: Likeness | None = None,
+        window: Sequence[MemoryEntry] = (),
+    ) -> None:
         self.asked = _keys(question)
+        self.likeness = likeness
+        self.window = window  # the candidates that may move, best first
         self._words: dict[str, frozenset[str]] = {}
         self._subjects: dict[tuple[str, bool], frozenset[str]] = {}
+        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
 
     def words(self, e: MemoryEntry) -> frozenset[str]:
         if e.id not in self._words:
@@ -166,6 +205,32 @@ class _Readings:
         if key not in self._subjects:
             self._subjects[key] = statements.subjects(e.original_text, e.speaker, newer=newer)
         return self._subjects[key]
+
+    def alike(self, old: MemoryEntry, new: MemoryEntry) -> bool:
+        """Is ``new`` the statement most alike in meaning to ``old`` (their own texts, at
+        least the likeness threshold) among what the speaker said in later conversations
+        within the window? Never without a likeness. The most alike, not any alike one: a
+        weak embedder finds all short sentences of a language somewhat alike ("今天好累啊"
+        and "我在上海工作"), while what replaced a statement is the one most about its
+        subject. Stored vectors are not used: they hold the speaker and the neighbouring
+        turns, which make any two turns of one small talk alike."""
+        if self.likeness is None or old.timestamp is None:
+            return False
+        said = old.timestamp + _SAME_CONVERSATION
+        later = [
+            e
+            for e in self.window
+            if e.kind == "entry" and e.speaker == old.speaker and e.timestamp is not None
+            if e.timestamp >= said and e.scope == old.scope
+        ]
+        todo = [e for e in (old, *later) if e.id not in self._vectors]
+        if todo:  # in one call; each text once per question
+            rows = self.likeness.embed([e.original_text for e in todo])
+            self._vectors.update(zip((e.id for e in todo), rows, strict=True))
+        mine = self._vectors[old.id]
+        likeness = {e.id: float(mine @ self._vectors[e.id]) for e in later}
+        best = max(likeness, key=likeness.__getitem__, default=None)
+        return best == new.id and likeness[best] >= self.likeness.threshold
 
 
 def _asks_of_event(question: str) -> bool:
@@ -190,7 +255,10 @@ def _newer_answer(old: MemoryEntry, new: MemoryEntry, read: _Readings) -> bool:
     theirs, words = read.words(old), read.words(new)
     shared = read.asked & theirs
     if not (shared <= words if shared else theirs & words):
-        return False
+        later = new.timestamp - old.timestamp >= _SAME_CONVERSATION
+        # likeness first: once the window is embedded it is cheaper than reading subjects
+        if not later or not read.alike(old, new):
+            return False
     return bool(read.subjects(new, True) & read.subjects(old, False))
 
 
