@@ -78,6 +78,43 @@ def test_changes_read_past_titles_object_pronouns_and_corrections(
 
 
 @pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # an addition in a clause of its own does not make the change an addition
+        ("I live in Porto.", "I moved to Lisbon last month, so I need a warmer coat too."),
+        ("I live in Porto.", "We moved to Lisbon; the cat came along as well."),
+        # a name whose number differs is another value ("KL" alone is no match)
+        ("My licence plate is KL 4471.", "Scratch that, the plate is KL 4417."),
+        ("My phone is a Pixel 6.", "I switched, my phone is a Pixel 8 now."),
+        # numbers with a unit are values too
+        ("The party is at 7pm on Saturday.", "Correction: the party starts at 8pm, not 7."),
+        ("I make 62k a year at the agency.", "After the raise I make 71k now."),
+    ],
+)
+def test_changes_in_clauses_and_numbers_with_words_supersede(
+    detector: Detector, old: str, new: str
+) -> None:
+    assert _pairs(detector, [("Ana", old), ("Ana", new)]) == [("e0", "e1")]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the addition is in the change's own clause, or there is no change at all
+        ("I live in Porto.", "I also moved to Lisbon, so I split the week now."),
+        ("I live in Porto.", "I have a flat in Lisbon too, so I split the week."),
+        # the same name with and without its number, the same number with a unit
+        ("My phone is a Pixel 6.", "I got a new case for my Pixel now."),
+        ("I run 20k a week.", "Still 20k a week now, it suits me."),
+    ],
+)
+def test_additions_and_the_same_numbered_value_supersede_nothing(
+    detector: Detector, old: str, new: str
+) -> None:
+    assert _pairs(detector, [("Ana", old), ("Ana", new)]) == []
+
+
+@pytest.mark.parametrize(
     "new",
     [
         "My colleague Ruth moved to Lisbon last month.",

@@ -253,7 +253,9 @@ class Retriever:
         if p.recency_similarity >= 1.0:
             return None
         embed = self._embedder.embed
-        return validity.Likeness(lambda texts: embed(texts, op="retrieve"), p.recency_similarity)
+        return validity.Likeness(
+            lambda texts: embed(texts, op="retrieve.likeness"), p.recency_similarity
+        )
 
     def _speaker_focus(
         self,

@@ -105,6 +105,12 @@ _ADDITIVE = frozenset("also another additionally besides".split())
 #: "too" adds when it closes a clause ("I have a cat too"), not before a word ("too often").
 _TOO = re.compile(r"\btoo\s*(?:[,.!;]|$)", re.IGNORECASE)
 _ADDITIVE_PHRASES = ("as well",)
+#: Where a sentence's clauses part: ; and : and a comma before a conjunction or a new
+#: subject ("I moved to Oslo, so I need a coat too": the addition is the coat's).
+_CLAUSE_SPLIT = re.compile(
+    r"[;:]|,\s*(?=(?:and|but|so|while|whereas|though|although|because|i|we|it|he|she|they)\b)",
+    re.IGNORECASE,
+)
 #: Reported speech: someone else's claim.
 _REPORTED = frozenset(
     "said says told tells heard according mention mentioned mentioning remember".split()
@@ -298,9 +304,32 @@ def _who_and_mood(
         toks,
         relative(core) or third_person(core, names) or subject_of(toks, speaker, names),
         bool(words & _IRREALIS) or _has_phrase(low, _IRREALIS_PHRASES),
-        bool(words & _ADDITIVE) or _has_phrase(low, _ADDITIVE_PHRASES) or bool(_TOO.search(core)),
+        _additive(core, toks),
         bool(words & _REPORTED),
     )
+
+
+def _adds(text: str, toks: list[str]) -> bool:
+    """Does ``text`` hold an addition marker ("also", "another", a clause-final "too")?"""
+    return (
+        bool(set(toks) & _ADDITIVE)
+        or _has_phrase(" ".join(toks), _ADDITIVE_PHRASES)
+        or bool(_TOO.search(text))
+    )
+
+
+def _additive(core: str, toks: list[str]) -> bool:
+    """An addition (see :func:`_adds`), unless the sentence marks a change in a clause of
+    its own that adds nothing: "I moved to Trondheim for a new job, so I need a coat that
+    handles wind too" is a move; "I also moved" and "I have a cat too" add."""
+    if not _adds(core, toks):
+        return False
+    parts = [c for c in _CLAUSE_SPLIT.split(core) if c.strip()]
+    if len(parts) < 2:
+        return True
+    read = [(_adds(c, t), marks_change(t)) for c in parts for t in [tokens(c)]]
+    changes = [adds for adds, change in read if change]
+    return not changes or any(changes)
 
 
 def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:

@@ -152,7 +152,8 @@ def words_of(text: str, names: Collection[str] = ()) -> list[str]:
 
 def names_in(text: str) -> set[str]:
     """Runs of capitalised words not opening a sentence (names, places, brands: "Denver
-    Health" is one) and numbers, lower-cased: the values a statement names."""
+    Health" is one) and numbers ("29", "7pm", "62k"), lower-cased: the values a statement
+    names."""
     return set(slots_in(text))
 
 
@@ -173,7 +174,7 @@ def slots_in(text: str) -> dict[str, str]:
             low = t.lower()
             if low in statements.TITLES:
                 continue  # "Dr. Moreau" and "Dr. Haddad" differ in the name only
-            named = t.isdigit() or (
+            named = t[:1].isdigit() or (
                 k > 0 and t[:1].isupper() and low not in statements.FIRST_PERSON
             )
             if named and low not in _CALENDAR:
@@ -423,9 +424,18 @@ def _returns(old: _Said, new: _Said, old_names: frozenset[str], new_names: froze
 
 def _other(names: frozenset[str], known: frozenset[str]) -> frozenset[str]:
     """The ``names`` that are none of ``known``: sharing no word with any ("the Subaru"
-    is the "Subaru Outback")."""
-    words = {w for n in known for w in n.split()}
-    return frozenset(n for n in names if not set(n.split()) & words)
+    is the "Subaru Outback"), or with another number where both have one ("KL 4417" is not
+    "KL 4471", "Pixel 8" not "Pixel 6"; "iPhone" is "iPhone 14")."""
+    return frozenset(n for n in names if not any(_same(n, k) for k in known))
+
+
+def _same(name: str, known: str) -> bool:
+    words, theirs = set(name.split()), set(known.split())
+    numbers = {w for w in words if w[:1].isdigit()}
+    their_numbers = {w for w in theirs if w[:1].isdigit()}
+    if numbers and their_numbers and numbers != their_numbers:
+        return False
+    return bool(words & theirs)
 
 
 def _chosen(

@@ -19,8 +19,9 @@ import numpy.typing as npt
 
 from lightmem import validate
 from lightmem.errors import InvalidInputError
-from lightmem.pipeline import statements
+from lightmem.pipeline import statements, statements_zh
 from lightmem.pipeline.supersede import EmbedTexts, stems
+from lightmem.pipeline.time_match import TimeQuery
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.timeparse import format_date, parse_timestamp
 from lightmem.types import Filters, MemoryEntry
@@ -236,9 +237,14 @@ class _Readings:
 def _asks_of_event(question: str) -> bool:
     """ "When did she go hiking?", "Who went hiking in June?": a question of when or of
     something done in the past asks of an event, not of what holds now ("Which year was
-    he born?", "What was her e-mail address?" do)."""
+    he born?", "What was her e-mail address?" do). So does one naming a time ("... in
+    May 2023?", 2023年6月): it asks of then, which the time lift serves. In Chinese, which
+    has no tense, a question asking when (什么时候, 哪天, 几号) asks of an event."""
     toks = statements.tokens(question)
     if toks[:1] == ["when"]:
+        return True
+    times = TimeQuery.of(question)
+    if times.spans or (times.asks_when and statements_zh.applies(question)):
         return True
     done = statements.past_verbs(toks) - {"was", "were", "born", "had"}
     return bool(done) and not statements.present_words(toks)
