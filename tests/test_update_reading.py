@@ -194,6 +194,45 @@ def test_likeness_is_not_asked_within_one_conversation_nor_across_speakers() -> 
     assert meanings.embedded == []
 
 
+def test_likeness_keeps_what_the_question_names() -> None:
+    # Alike as they are, a cat's name is no answer about the dog; the 5k time is, though
+    # the newer statement leaves out "time" (the question's other noun)
+    dog, cat = _entry("dog", "My dog is called Rex.", 0), _entry("cat", "My cat is Tom.", 90)
+    old, new = _entry("old", "My 5k time is 27 minutes.", 0), _entry("new", "24:50 in the 5k!", 90)
+    meanings = _Meanings({e.text: WORK for e in (dog, cat, old, new)})
+    alike = Likeness(meanings, 0.3)
+    ranked, by_id = _ranked(dog, cat)
+    got = newer_first(ranked, by_id, "What is Lotte's dog called?", alike)
+    assert [i for i, _ in got] == ["dog", "cat"]
+    ranked, by_id = _ranked(old, new)
+    assert [i for i, _ in newer_first(ranked, by_id, "What is Lotte's 5k time?", alike)] == [
+        "new",
+        "old",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "question"),
+    [
+        # a question naming a time asks of then (the time lift serves it)
+        (BARISTA, LIBRARY, "Where does Lotte work in March 2023?"),
+        # short Chinese sentences are all alike to the default embedder: words only
+        ("我住在上海。", "帮我想想晚饭吃什么吧。", "Lotte现在住在哪里？"),
+    ],
+)
+def test_likeness_is_not_asked_of_a_dated_question_nor_of_chinese(
+    old: str, new: str, question: str
+) -> None:
+    earlier, later = _entry("old", old, 0), _entry("new", new, 90)
+    meanings = _Meanings({old: WORK, new: WORK})
+    ranked, by_id = _ranked(earlier, later)
+    assert [i for i, _ in newer_first(ranked, by_id, question, Likeness(meanings, 0.3))] == [
+        "old",
+        "new",
+    ]
+    assert meanings.embedded == []
+
+
 def test_retrieval_puts_a_changed_value_first_by_meaning(tmp_path: Path) -> None:
     # "run" is in the question and the older statement only: the words alone keep the
     # older one first, and the detector reads no change ("up to" is no change marker)
@@ -203,7 +242,8 @@ def test_retrieval_puts_a_changed_value_first_by_meaning(tmp_path: Path) -> None
         ("t3", "2023-02-20T09:02", "I'm training for the marathon so I'm up to 45 km a week now."),
     ]
 
-    def first(config: dict[str, object]) -> tuple[str, ...]:
+    def first(config: dict[str, object], mode: str = "hybrid") -> tuple[tuple[str, ...], int]:
+        """The first memory's source, and how many texts the likeness embedded."""
         path = tmp_path / f"{len(list(tmp_path.iterdir()))}.db"
         with LightMemory.from_config({"store": {"path": str(path)}, **config}) as mem:
             mem.add_memory(
@@ -216,10 +256,15 @@ def test_retrieval_puts_a_changed_value_first_by_meaning(tmp_path: Path) -> None
             )
             assert not any(e.superseded_by for e in mem.list_entries(user_id="u"))
             question = "How many kilometres does Wren run a week?"
-            return mem.retrieve(question, limit=3, user_id="u")[0].source_ids
+            got = mem.retrieve(question, limit=3, user_id="u", mode=mode)[0].source_ids
+            usage = mem.stats()["usage"]["by_operation"]
+            alike = [r for r in usage if (r["kind"], r["op"]) == ("embed", "retrieve.likeness")]
+            return got, sum(r["items"] for r in alike)
 
-    assert first({}) == ("t3",)
-    assert first({"retrieval": {"recency_similarity": 1.0}}) == ("t1",)  # by words only
+    # the older statement and the speaker's later ones, each once: accounted apart
+    assert first({}) == (("t3",), 3)
+    assert first({"retrieval": {"recency_similarity": 1.0}}) == (("t1",), 0)  # words only
+    assert first({}, mode="context")[1] == 0  # BM25 alone embeds nothing
 
 
 def test_recency_similarity_is_validated() -> None:

@@ -249,8 +249,9 @@ class Retriever:
         return self._pack(current, p, query, got)
 
     def _likeness(self, p: RetrieveParams) -> validity.Likeness | None:
-        """How the validity ranking tells statements alike in meaning (None: words only)."""
-        if p.recency_similarity >= 1.0:
+        """How the validity ranking tells statements alike in meaning (None: words only, as
+        in BM25-only retrieval, which embeds nothing)."""
+        if p.recency_similarity >= 1.0 or p.mode == "context":
             return None
         embed = self._embedder.embed
         return validity.Likeness(

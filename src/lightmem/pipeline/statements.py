@@ -105,12 +105,11 @@ _ADDITIVE = frozenset("also another additionally besides".split())
 #: "too" adds when it closes a clause ("I have a cat too"), not before a word ("too often").
 _TOO = re.compile(r"\btoo\s*(?:[,.!;]|$)", re.IGNORECASE)
 _ADDITIVE_PHRASES = ("as well",)
-#: Where a sentence's clauses part: ; and : and a comma before a conjunction or a new
-#: subject ("I moved to Oslo, so I need a coat too": the addition is the coat's).
-_CLAUSE_SPLIT = re.compile(
-    r"[;:]|,\s*(?=(?:and|but|so|while|whereas|though|although|because|i|we|it|he|she|they)\b)",
-    re.IGNORECASE,
-)
+#: Where a clause of consequence or cause parts from the sentence: a semicolon, or a comma
+#: before "so", "because" or "since" ("I moved to Oslo, so I need a coat too": the addition
+#: is the coat's). Not "and" or "but": "I started at Kaiser, and I kept Mass General too"
+#: adds a job.
+_CLAUSE_SPLIT = re.compile(r";|,\s*(?=(?:so|because|since)\b)", re.IGNORECASE)
 #: Reported speech: someone else's claim.
 _REPORTED = frozenset(
     "said says told tells heard according mention mentioned mentioning remember".split()

@@ -174,7 +174,7 @@ def slots_in(text: str) -> dict[str, str]:
             low = t.lower()
             if low in statements.TITLES:
                 continue  # "Dr. Moreau" and "Dr. Haddad" differ in the name only
-            named = t[:1].isdigit() or (
+            named = t.isdigit() or (
                 k > 0 and t[:1].isupper() and low not in statements.FIRST_PERSON
             )
             if named and low not in _CALENDAR:

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
-from lightmem import validate
+from lightmem import lang, validate
 from lightmem.errors import InvalidInputError
-from lightmem.pipeline import statements, statements_zh
+from lightmem.pipeline import statements
 from lightmem.pipeline.supersede import EmbedTexts, stems
 from lightmem.pipeline.time_match import TimeQuery
 from lightmem.store.base import MemoryStore, ScoredId
@@ -54,6 +54,9 @@ _RECENCY_REACH = 4  # how many places a newer statement may pass older ones
 #: a marked change it adds a fact ("I have a dog." then "My cat is Tom.": a list) rather
 #: than replacing one, so only the question's words let it pass, not likeness in meaning.
 _SAME_CONVERSATION = timedelta(hours=1)
+#: What of a statement's text the likeness reads (one embedder window: a statement is a
+#: turn, and a longer text costs up to eight).
+_LIKENESS_CHARS = 2_000
 _RECENCY_WINDOW = 24  # the ranks that may move (what a context of 800 tokens holds)
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
@@ -190,6 +193,9 @@ class _Readings:
         window: Sequence[MemoryEntry] = (),
     ) -> None:
         self.asked = _keys(question)
+        #: what the question names: its words but its verbs ("What is Lotte's dog called?":
+        #: dog), of which a statement alike in meaning must share some with the older one
+        self.things = self.asked - _keys(" ".join(_verbs(question)))
         self.likeness = likeness
         self.window = window  # the candidates that may move, best first
         self._words: dict[str, frozenset[str]] = {}
@@ -210,13 +216,17 @@ class _Readings:
     def alike(self, old: MemoryEntry, new: MemoryEntry) -> bool:
         """Is ``new`` the statement most alike in meaning to ``old`` (their own texts, at
         least the likeness threshold) among what the speaker said in later conversations
-        within the window? Never without a likeness. The most alike, not any alike one: a
-        weak embedder finds all short sentences of a language somewhat alike ("今天好累啊"
-        and "我在上海工作"), while what replaced a statement is the one most about its
-        subject. Stored vectors are not used: they hold the speaker and the neighbouring
-        turns, which make any two turns of one small talk alike."""
+        within the window? Never without a likeness. The most alike, not any alike one:
+        what replaced a statement is the one most about its subject, while small talk can
+        be somewhat alike too. Stored vectors are not used: they hold the speaker and the
+        neighbouring turns, which make any two turns of one small talk alike. Chinese, Japanese and
+        Korean statements are never alike here: wordllama puts their short sentences
+        0.3-0.6 apart whatever they say (帮我想想晚饭吃什么吧, "help me think of dinner",
+        came before 我住在上海, "I live in Shanghai", for 她现在住在哪里)."""
         if self.likeness is None or old.timestamp is None:
             return False
+        if lang.has_cjk(old.original_text) or lang.has_cjk(new.original_text):
+            return False  # the default embedder finds short CJK sentences all alike
         said = old.timestamp + _SAME_CONVERSATION
         later = [
             e
@@ -225,8 +235,8 @@ class _Readings:
             if e.timestamp >= said and e.scope == old.scope
         ]
         todo = [e for e in (old, *later) if e.id not in self._vectors]
-        if todo:  # in one call; each text once per question
-            rows = self.likeness.embed([e.original_text for e in todo])
+        if todo:  # each text at most once per question, its first 2,000 characters
+            rows = self.likeness.embed([e.original_text[:_LIKENESS_CHARS] for e in todo])
             self._vectors.update(zip((e.id for e in todo), rows, strict=True))
         mine = self._vectors[old.id]
         likeness = {e.id: float(mine @ self._vectors[e.id]) for e in later}
@@ -238,16 +248,32 @@ def _asks_of_event(question: str) -> bool:
     """ "When did she go hiking?", "Who went hiking in June?": a question of when or of
     something done in the past asks of an event, not of what holds now ("Which year was
     he born?", "What was her e-mail address?" do). So does one naming a time ("... in
-    May 2023?", 2023年6月): it asks of then, which the time lift serves. In Chinese, which
-    has no tense, a question asking when (什么时候, 哪天, 几号) asks of an event."""
+    March 2023?", 2023年6月): it asks of then, which the time lift serves."""
     toks = statements.tokens(question)
-    if toks[:1] == ["when"]:
-        return True
-    times = TimeQuery.of(question)
-    if times.spans or (times.asks_when and statements_zh.applies(question)):
+    if toks[:1] == ["when"] or TimeQuery.of(question).spans:
         return True
     done = statements.past_verbs(toks) - {"was", "were", "born", "had"}
     return bool(done) and not statements.present_words(toks)
+
+
+#: Auxiliaries after which a question's subject and then its verb come ("does Wren run").
+_AUXILIARIES = frozenset("do does did can could will would should".split())
+
+
+def _verbs(question: str) -> list[str]:
+    """The verbs of an English question: the word after an auxiliary and its subject
+    ("How far does Wren('s sister) run?": run) and the -ed / -ing forms ("called",
+    "doing"). (Statements in scripts without spaces are never compared by likeness.)"""
+    toks = statements.tokens(question)
+    out = [t for t in toks if len(t) > 4 and t.endswith(("ed", "ing"))]
+    for k, t in enumerate(toks[:-2]):
+        if t in _AUXILIARIES:
+            j = k + 1
+            while j + 1 < len(toks) and toks[j].endswith("'s"):
+                j += 1  # "Wren's sister"
+            if j + 1 < len(toks):
+                out.append(toks[j + 1])
+    return out
 
 
 def _newer_answer(old: MemoryEntry, new: MemoryEntry, read: _Readings) -> bool:
@@ -262,8 +288,14 @@ def _newer_answer(old: MemoryEntry, new: MemoryEntry, read: _Readings) -> bool:
     shared = read.asked & theirs
     if not (shared <= words if shared else theirs & words):
         later = new.timestamp - old.timestamp >= _SAME_CONVERSATION
-        # likeness first: once the window is embedded it is cheaper than reading subjects
-        if not later or not read.alike(old, new):
+        # of what the question names that the older one says, the newer one says some:
+        # "My cat is called Tom" is alike "My dog is called Rex" but no answer to "What is
+        # her dog called?", while "24 minutes for the 5k" answers "What is her 5k time?"
+        named = read.things & theirs
+        if not later or (named and not named & words):
+            return False
+        # likeness last: embedding the texts costs more than reading subjects
+        if not read.alike(old, new):
             return False
     return bool(read.subjects(new, True) & read.subjects(old, False))
 
