@@ -19,6 +19,7 @@ from lightmem.pipeline.expand import (
 )
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.neighbours import NearWords
+from lightmem.pipeline.own_words import own_words_first
 from lightmem.pipeline.side_by_side import Search, run_both
 from lightmem.pipeline.token_count import TokenCounter, WordEstimate
 from lightmem.sanitize import inline, line_speaker, token
@@ -244,7 +245,7 @@ class Retriever:
         if fused and p.near_weight > 0 and p.limit > p.keep_first:
             # (with limit <= keep_first the head alone is returned: nothing to re-rank)
             fused = behind_head(fused, self._near_words(query, scope, f, p, fused, got), p)
-        ranked = self._timed(query, fused, p, got)
+        ranked = own_words_first(self._timed(query, fused, p, got), got.get, query, self._stemmer)
         current = validity.rank(got.get, query, ranked, f.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 
@@ -426,7 +427,8 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        ranked = top + self._timed(query, hits, p, got)
+        hits = own_words_first(self._timed(query, hits, p, got), got.get, query, self._stemmer)
+        ranked = top + hits
         current = validity.rank(got.get, query, ranked, filters.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 
