@@ -69,17 +69,6 @@ def test_what_is_not_a_change_supersedes_nothing(detector: Detector, who: str, n
         ("My dentist is Dr. Moreau.", "My dentist is Dr. Haddad now."),
         ("I live in Porto.", "Moved to Lisbon last month, loving it."),
         ("My flight lands at Heathrow.", "Sorry, I meant Gatwick, not Heathrow."),
-    ],
-)
-def test_changes_read_past_titles_object_pronouns_and_corrections(
-    detector: Detector, old: str, new: str
-) -> None:
-    assert _pairs(detector, [("Ana", old), ("Ana", new)]) == [("e0", "e1")]
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
         # an addition in a clause of its own does not make the change an addition
         ("I live in Porto.", "I moved to Lisbon last month, so I need a warmer coat too."),
         ("I live in Porto.", "We moved to Lisbon; the cat came along as well."),
@@ -88,7 +77,7 @@ def test_changes_read_past_titles_object_pronouns_and_corrections(
         ("My phone is a Pixel 6.", "I switched, my phone is a Pixel 8 now."),
     ],
 )
-def test_changes_in_clauses_and_numbered_names_supersede(
+def test_changes_read_past_titles_pronouns_corrections_clauses_and_numbers(
     detector: Detector, old: str, new: str
 ) -> None:
     assert _pairs(detector, [("Ana", old), ("Ana", new)]) == [("e0", "e1")]
