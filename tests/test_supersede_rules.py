@@ -72,6 +72,7 @@ def test_what_is_not_a_change_supersedes_nothing(detector: Detector, who: str, n
         # an addition in a clause of its own does not make the change an addition
         ("I live in Porto.", "I moved to Lisbon last month, so I need a warmer coat too."),
         ("I live in Porto.", "We moved to Lisbon; the cat came along as well."),
+        ("I live in Porto.", "I moved to Lisbon last month, and I also got a dog."),
         # a name whose number differs is another value ("KL" alone is no match)
         ("My licence plate is KL 4471.", "Scratch that, the plate is KL 4417."),
         ("My phone is a Pixel 6.", "I switched, my phone is a Pixel 8 now."),

@@ -13,7 +13,11 @@ from typing import Protocol
 
 from lightmem.types import MemoryEntry
 
-__all__ = ["Candidates", "EntrySource"]
+__all__ = ["RERANK_WINDOW", "Candidates", "EntrySource"]
+
+#: The first ranks the steps after the search may reorder (what a context of 800 tokens
+#: holds): newer statements first, own words first.
+RERANK_WINDOW = 24
 
 
 class EntrySource(Protocol):

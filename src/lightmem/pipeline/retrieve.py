@@ -427,8 +427,7 @@ class Retriever:
                 ((i, s + bonus.get(topic_of.get(i, ""), 0.0)) for i, s in hits),
                 key=lambda x: -x[1],
             )
-        hits = own_words_first(self._timed(query, hits, p, got), got.get, query, self._stemmer)
-        ranked = top + hits
+        ranked = top + self._timed(query, hits, p, got)
         current = validity.rank(got.get, query, ranked, filters.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 

@@ -105,11 +105,12 @@ _ADDITIVE = frozenset("also another additionally besides".split())
 #: "too" adds when it closes a clause ("I have a cat too"), not before a word ("too often").
 _TOO = re.compile(r"\btoo\s*(?:[,.!;]|$)", re.IGNORECASE)
 _ADDITIVE_PHRASES = ("as well",)
-#: Where a clause of consequence or cause parts from the sentence: a semicolon, or a comma
-#: before "so", "because" or "since" ("I moved to Oslo, so I need a coat too": the addition
-#: is the coat's). Not "and" or "but": "I started at Kaiser, and I kept Mass General too"
-#: adds a job.
-_CLAUSE_SPLIT = re.compile(r";|,\s*(?=(?:so|because|since)\b)", re.IGNORECASE)
+#: Where a clause parts from the sentence: a semicolon, or a comma before a conjunction
+#: ("I moved to Oslo, so I need a coat too": the addition is the coat's).
+_CLAUSE_SPLIT = re.compile(r";|,\s*(?=(?:so|because|since|and|but)\b)", re.IGNORECASE)
+#: Words of an addition that keeps what was held: the whole sentence adds ("I started at
+#: Kaiser, and I kept Mass General too").
+_RETAINS = frozenset("kept keep keeps keeping still remain remains stayed stay stays".split())
 #: Reported speech: someone else's claim.
 _REPORTED = frozenset(
     "said says told tells heard according mention mentioned mentioning remember".split()
@@ -319,16 +320,19 @@ def _adds(text: str, toks: list[str]) -> bool:
 
 def _additive(core: str, toks: list[str]) -> bool:
     """An addition (see :func:`_adds`), unless the sentence marks a change in a clause of
-    its own that adds nothing: "I moved to Trondheim for a new job, so I need a coat that
-    handles wind too" is a move; "I also moved" and "I have a cat too" add."""
+    its own that adds nothing, and its adding clause keeps nothing ("kept", "still"): "I
+    moved to Trondheim for a new job, so I need a coat that handles wind too" and "I moved
+    to Oslo, and I also got a dog" are moves; "I also moved", "I have a cat too" and "I
+    started at Kaiser, and I kept Mass General too" add."""
     if not _adds(core, toks):
         return False
     parts = [c for c in _CLAUSE_SPLIT.split(core) if c.strip()]
     if len(parts) < 2:
         return True
-    read = [(_adds(c, t), marks_change(t)) for c in parts for t in [tokens(c)]]
-    changes = [adds for adds, change in read if change]
-    return not changes or any(changes)
+    read = [(_adds(c, t), marks_change(t), bool(_RETAINS.intersection(t))) for c in parts
+            for t in [tokens(c)]]  # fmt: skip
+    changes = [adds for adds, change, _ in read if change]
+    return not changes or any(changes) or any(adds and keeps for adds, _, keeps in read)
 
 
 def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:

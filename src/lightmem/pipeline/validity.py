@@ -20,6 +20,7 @@ import numpy.typing as npt
 from lightmem import lang, validate
 from lightmem.errors import InvalidInputError
 from lightmem.pipeline import statements
+from lightmem.pipeline.candidates import RERANK_WINDOW
 from lightmem.pipeline.supersede import EmbedTexts, stems
 from lightmem.pipeline.time_match import TimeQuery
 from lightmem.store.base import MemoryStore, ScoredId
@@ -57,7 +58,7 @@ _SAME_CONVERSATION = timedelta(hours=1)
 #: What of a statement's text the likeness reads (one embedder window: a statement is a
 #: turn, and a longer text costs up to eight).
 _LIKENESS_CHARS = 2_000
-_RECENCY_WINDOW = 24  # the ranks that may move (what a context of 800 tokens holds)
+_RECENCY_WINDOW = RERANK_WINDOW  # the ranks that may move
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
 
@@ -258,19 +259,21 @@ def _asks_of_event(question: str) -> bool:
 
 #: Auxiliaries after which a question's subject and then its verb come ("does Wren run").
 _AUXILIARIES = frozenset("do does did can could will would should".split())
+#: Words before the subject's noun ("does her dog eat").
+_DETERMINERS = frozenset("the a an my your his her its our their this that".split())
 
 
 def _verbs(question: str) -> list[str]:
     """The verbs of an English question: the word after an auxiliary and its subject
-    ("How far does Wren('s sister) run?": run) and the -ed / -ing forms ("called",
+    ("How far does Wren's sister / her dog run?": run) and the -ed / -ing forms ("called",
     "doing"). (Statements in scripts without spaces are never compared by likeness.)"""
     toks = statements.tokens(question)
     out = [t for t in toks if len(t) > 4 and t.endswith(("ed", "ing"))]
     for k, t in enumerate(toks[:-2]):
         if t in _AUXILIARIES:
             j = k + 1
-            while j + 1 < len(toks) and toks[j].endswith("'s"):
-                j += 1  # "Wren's sister"
+            while j + 1 < len(toks) and (toks[j].endswith("'s") or toks[j] in _DETERMINERS):
+                j += 1  # "Wren's sister", "her dog"
             if j + 1 < len(toks):
                 out.append(toks[j + 1])
     return out
