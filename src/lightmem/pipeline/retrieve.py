@@ -111,8 +111,8 @@ class RetrieveParams:
     near_words: int = 5
     near_similarity: float = 0.35
     time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
-    #: for a question about the present, a speaker's newer statement sharing no word of the
-    #: question with their older one still comes first when the embedder finds the two
+    #: for a question about the present, a speaker's newer statement that the question's
+    #: words do not tie to their older one still comes first when the embedder finds the two
     #: statements' own texts at least this alike (cosine; 1.0: words only; see
     #: :func:`lightmem.pipeline.validity.newer_first`). 0.3 was measured with the default
     #: embedder (wordllama); an embedder whose unrelated sentences score higher needs more.

@@ -152,8 +152,7 @@ def words_of(text: str, names: Collection[str] = ()) -> list[str]:
 
 def names_in(text: str) -> set[str]:
     """Runs of capitalised words not opening a sentence (names, places, brands: "Denver
-    Health" is one) and numbers ("29", "7pm", "62k"), lower-cased: the values a statement
-    names."""
+    Health" is one) and numbers, lower-cased: the values a statement names."""
     return set(slots_in(text))
 
 
@@ -430,6 +429,7 @@ def _other(names: frozenset[str], known: frozenset[str]) -> frozenset[str]:
 
 
 def _same(name: str, known: str) -> bool:
+    """Is ``name`` the value ``known`` is (a shared word, and no other number)?"""
     words, theirs = set(name.split()), set(known.split())
     numbers = {w for w in words if w[:1].isdigit()}
     their_numbers = {w for w in theirs if w[:1].isdigit()}

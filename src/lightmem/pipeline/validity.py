@@ -93,8 +93,8 @@ Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 @dataclass(frozen=True, slots=True)
 class Likeness:
-    """How :func:`newer_first` tells that two statements are about the same thing when they
-    share no word of the question: ``embed`` (texts -> unit vectors, the store's embedder,
+    """How :func:`newer_first` tells that two statements are about the same thing when the
+    question's words do not tie them: ``embed`` (texts -> unit vectors, the store's embedder,
     recorded in its ledger) gives each statement's own text a vector, and a cosine of at
     least ``threshold`` counts as alike."""
 
@@ -220,10 +220,10 @@ class _Readings:
         within the window? Never without a likeness. The most alike, not any alike one:
         what replaced a statement is the one most about its subject, while small talk can
         be somewhat alike too. Stored vectors are not used: they hold the speaker and the
-        neighbouring turns, which make any two turns of one small talk alike. Chinese, Japanese and
-        Korean statements are never alike here: wordllama puts their short sentences
-        0.3-0.6 apart whatever they say (帮我想想晚饭吃什么吧, "help me think of dinner",
-        came before 我住在上海, "I live in Shanghai", for 她现在住在哪里)."""
+        neighbouring turns, which make any two turns of one small talk alike. Chinese,
+        Japanese and Korean statements are never alike here: wordllama puts their short
+        sentences 0.3-0.6 apart whatever they say (帮我想想晚饭吃什么吧, "help me think of
+        dinner", came before 我住在上海, "I live in Shanghai", for 她现在住在哪里)."""
         if self.likeness is None or old.timestamp is None:
             return False
         if lang.has_cjk(old.original_text) or lang.has_cjk(new.original_text):
@@ -297,7 +297,7 @@ def _newer_answer(old: MemoryEntry, new: MemoryEntry, read: _Readings) -> bool:
         named = read.things & theirs
         if not later or (named and not named & words):
             return False
-        # likeness last: embedding the texts costs more than reading subjects
+        # then likeness (each text embedded once per question), before the subjects
         if not read.alike(old, new):
             return False
     return bool(read.subjects(new, True) & read.subjects(old, False))
