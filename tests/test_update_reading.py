@@ -84,6 +84,16 @@ def test_a_newer_statement_answering_as_well_comes_first() -> None:
     assert [i for i, _ in got] == ["old", "kit", "new"]
 
 
+def test_when_asks_of_the_present_in_the_present_tense() -> None:
+    old = _entry("old", "My flight to Oslo is on a Monday.", 0)
+    new = _entry("new", "The airline put my flight to Oslo on a Tuesday.", 30)
+    ranked, by_id = _ranked(old, new)
+    now = newer_first(ranked, by_id, "When is Lotte's flight to Oslo?")
+    assert [i for i, _ in now] == ["new", "old"]
+    then = newer_first(ranked, by_id, "When did Lotte fly to Oslo?")  # an event: as searched
+    assert [i for i, _ in then] == ["old", "new"]
+
+
 def test_retrieval_puts_the_newer_statement_first_where_the_detector_found_no_change(
     tmp_path: Path,
 ) -> None:

@@ -248,15 +248,20 @@ class _Readings:
 def _asks_of_event(question: str) -> bool:
     """ "When did she go hiking?", "Who went hiking in June?": a question of when or of
     something done in the past asks of an event, not of what holds now ("Which year was
-    he born?", "What was her e-mail address?" do). So does one naming a time ("... in
+    he born?", "What was her e-mail address?", "When is her flight?" do). So does one
+    naming a time ("... in
     March 2023?", 2023年6月): it asks of then, which the time lift serves."""
     toks = statements.tokens(question)
-    if toks[:1] == ["when"] or TimeQuery.of(question).spans:
+    if toks[:1] == ["when"] and toks[1:2] not in _NOW_AUXILIARIES:
+        return True  # "When did ..."; "When is her birthday?" asks of what holds now
+    if TimeQuery.of(question).spans:
         return True
     done = statements.past_verbs(toks) - {"was", "were", "born", "had"}
     return bool(done) and not statements.present_words(toks)
 
 
+#: "When is / are / does / do ...": a question of when that asks of the present.
+_NOW_AUXILIARIES = (["is"], ["are"], ["does"], ["do"])
 #: Auxiliaries after which a question's subject and then its verb come ("does Wren run").
 _AUXILIARIES = frozenset("do does did can could will would should".split())
 #: Words before the subject's noun ("does her dog eat").
