@@ -8,16 +8,19 @@ needs new ones) and hands every step the same entries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from lightmem.types import MemoryEntry
 
-__all__ = ["RERANK_WINDOW", "Candidates", "EntrySource"]
+__all__ = ["RERANK_WINDOW", "Candidates", "EntrySource", "Fetch"]
 
 #: The first ranks the steps after the search may reorder (what a context of 800 tokens
 #: holds): newer statements first, own words first.
 RERANK_WINDOW = 24
+
+#: Entries by id, those that exist (a query's shared fetch: :meth:`Candidates.get`).
+Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 
 class EntrySource(Protocol):

@@ -17,9 +17,9 @@ it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from lightmem.pipeline.candidates import RERANK_WINDOW
+from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch
 from lightmem.store.base import ScoredId
 from lightmem.store.text_index import Stemmer
 from lightmem.text import content_terms
@@ -30,8 +30,6 @@ __all__ = ["REACH", "own_words_first"]
 #: How many places an entry may move down: past its neighbour and what lies between, not
 #: past the rest of the first results ("A sunrise." stays above an unrelated hit).
 REACH = 4
-
-Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 
 def own_words_first(

@@ -10,7 +10,7 @@ context a superseded memory carries ``(until 12 June 2023)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -20,7 +20,7 @@ import numpy.typing as npt
 from lightmem import lang, validate
 from lightmem.errors import InvalidInputError
 from lightmem.pipeline import statements
-from lightmem.pipeline.candidates import RERANK_WINDOW
+from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch
 from lightmem.pipeline.supersede import EmbedTexts, stems
 from lightmem.pipeline.time_match import TimeQuery
 from lightmem.store.base import MemoryStore, ScoredId
@@ -58,7 +58,6 @@ _SAME_CONVERSATION = timedelta(hours=1)
 #: What of a statement's text the likeness reads (one embedder window: a statement is a
 #: turn, and a longer text costs up to eight).
 _LIKENESS_CHARS = 2_000
-_RECENCY_WINDOW = RERANK_WINDOW  # the ranks that may move
 _WINDOW = 64  # candidates looked at for a present question (fetching all costs latency)
 _CHAIN_DEPTH = 8  # a value changed more often than this is followed no further
 
@@ -85,10 +84,6 @@ def as_of_filters(filters: Filters, as_of: object) -> Filters:
         raise InvalidInputError(f"as_of: {exc}") from exc
     until = min(filters.time_to, when) if filters.time_to else when
     return replace(filters, as_of=when, time_to=until)
-
-
-#: Entries by id, those that exist (a query's shared fetch: ``Candidates.get``).
-Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +157,9 @@ def newer_first(
     if _asks_of_event(question):
         return list(ranked)
     out = list(ranked)
-    window = [entries[i] for i, _ in out[:_RECENCY_WINDOW] if i in entries]
+    window = [entries[i] for i, _ in out[:RERANK_WINDOW] if i in entries]
     read = _Readings(question, likeness, window)
-    for k in range(1, min(len(out), _RECENCY_WINDOW)):
+    for k in range(1, min(len(out), RERANK_WINDOW)):
         new = entries.get(out[k][0])
         if new is None or not new.speaker:
             continue
@@ -202,6 +197,7 @@ class _Readings:
         self._words: dict[str, frozenset[str]] = {}
         self._subjects: dict[tuple[str, bool], frozenset[str]] = {}
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+        self._most_alike: dict[str, str | None] = {}  # by older statement, once
 
     def words(self, e: MemoryEntry) -> frozenset[str]:
         if e.id not in self._words:
@@ -224,10 +220,16 @@ class _Readings:
         Japanese and Korean statements are never alike here: wordllama puts their short
         sentences 0.3-0.6 apart whatever they say (帮我想想晚饭吃什么吧, "help me think of
         dinner", came before 我住在上海, "I live in Shanghai", for 她现在住在哪里)."""
-        if self.likeness is None or old.timestamp is None:
-            return False
-        if lang.has_cjk(old.original_text) or lang.has_cjk(new.original_text):
+        if lang.has_cjk(new.original_text):
             return False  # the default embedder finds short CJK sentences all alike
+        if old.id not in self._most_alike:
+            self._most_alike[old.id] = self._find_most_alike(old)
+        return self._most_alike[old.id] == new.id
+
+    def _find_most_alike(self, old: MemoryEntry) -> str | None:
+        """The id of :meth:`alike`'s statement for ``old``, if one is alike enough."""
+        if self.likeness is None or old.timestamp is None or lang.has_cjk(old.original_text):
+            return None
         said = old.timestamp + _SAME_CONVERSATION
         later = [
             e
@@ -242,17 +244,17 @@ class _Readings:
         mine = self._vectors[old.id]
         likeness = {e.id: float(mine @ self._vectors[e.id]) for e in later}
         best = max(likeness, key=likeness.__getitem__, default=None)
-        return best == new.id and likeness[best] >= self.likeness.threshold
+        return best if best is not None and likeness[best] >= self.likeness.threshold else None
 
 
 def _asks_of_event(question: str) -> bool:
     """ "When did she go hiking?", "Who went hiking in June?": a question of when or of
     something done in the past asks of an event, not of what holds now ("Which year was
     he born?", "What was her e-mail address?", "When is her flight?" do). So does one
-    naming a time ("... in
-    March 2023?", 2023年6月): it asks of then, which the time lift serves."""
+    naming a time ("... in March 2023?", 2023年6月): it asks of then, which the time lift
+    serves."""
     toks = statements.tokens(question)
-    if toks[:1] == ["when"] and toks[1:2] not in _NOW_AUXILIARIES:
+    if toks[:1] == ["when"] and not _NOW_AUXILIARIES.intersection(toks[1:2]):
         return True  # "When did ..."; "When is her birthday?" asks of what holds now
     if TimeQuery.of(question).spans:
         return True
@@ -261,7 +263,7 @@ def _asks_of_event(question: str) -> bool:
 
 
 #: "When is / are / does / do ...": a question of when that asks of the present.
-_NOW_AUXILIARIES = (["is"], ["are"], ["does"], ["do"])
+_NOW_AUXILIARIES = frozenset("is are does do".split())
 #: Auxiliaries after which a question's subject and then its verb come ("does Wren run").
 _AUXILIARIES = frozenset("do does did can could will would should".split())
 #: Words before the subject's noun ("does her dog eat").
