@@ -47,7 +47,8 @@ def _ranked(tmp_path: Path, query: str, **retrieval: Any) -> list[str]:
     name = "-".join(f"{k}{v}" for k, v in sorted(retrieval.items()))
     cfg = {
         "store": {"path": str(tmp_path / f"{name}.db")},
-        "retrieval": {"keep_first": 0, **retrieval},
+        # (and no memory passes others for holding a name: the expansion is what is measured)
+        "retrieval": {"keep_first": 0, "answer_reach": 0, **retrieval},
         # each turn indexed alone, so only the expansion links the two Priya turns
         "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
     }
@@ -83,6 +84,7 @@ def _readable_shown(
             "readable_share": share,
             "readable_text": text,
             "keep_first": 0,
+            "answer_reach": 0,
         },
         "memory_manager": {"model_name": "offline", "configs": {"context_window": 0}},
         **cfg,

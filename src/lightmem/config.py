@@ -17,6 +17,7 @@ from lightmem.embed.identity import text_embedder_for
 from lightmem.errors import ConfigError
 from lightmem.ledger import Ledger
 from lightmem.llm.base import LLMClient
+from lightmem.pipeline.candidates import RERANK_WINDOW
 from lightmem.pipeline.compress import (
     Compressor,
     EntropyCompressor,
@@ -280,6 +281,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
         near_similarity=rv.get_float("near_similarity", d.near_similarity, -1.0, 1.0),
         time_weight=rv.get_float("time_weight", 0.5, 0.0, 100.0),
         recency_similarity=rv.get_float("recency_similarity", d.recency_similarity, -1.0, 1.0),
+        answer_reach=rv.get_int("answer_reach", d.answer_reach, 0, RERANK_WINDOW),
         tail_after=rv.get_int("tail_after", d.tail_after, 0, 10_000),
         tail_rate=rv.get_float("tail_rate", d.tail_rate, 0.01, 1.0),
     )

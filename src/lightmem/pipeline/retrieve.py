@@ -9,6 +9,7 @@ from typing import Literal
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError
 from lightmem.pipeline import time_match, validity
+from lightmem.pipeline.answer_kind import REACH, answers_first
 from lightmem.pipeline.candidates import Candidates
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.expand import (
@@ -117,6 +118,10 @@ class RetrieveParams:
     #: :func:`lightmem.pipeline.validity.newer_first`). 0.3 was measured with the default
     #: embedder (wordllama); an embedder whose unrelated sentences score higher needs more.
     recency_similarity: float = 0.3
+    #: for a question asking for a name, a number or a time, a memory holding one (or a
+    #: word of the question) passes up to this many memories just above it that hold
+    #: neither, e.g. small talk (0: off; see :mod:`lightmem.pipeline.answer_kind`)
+    answer_reach: int = REACH
     #: within a token budget, memories packed after the first ``tail_after`` show their
     #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and
     #: numbers always: :class:`~lightmem.pipeline.compress.EntropyCompressor`; 1.0: off).
@@ -246,6 +251,7 @@ class Retriever:
             # (with limit <= keep_first the head alone is returned: nothing to re-rank)
             fused = behind_head(fused, self._near_words(query, scope, f, p, fused, got), p)
         ranked = own_words_first(self._timed(query, fused, p, got), got.get, query, self._stemmer)
+        ranked = answers_first(ranked, got.get, query, self._stemmer, p.answer_reach)
         current = validity.rank(got.get, query, ranked, f.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 
