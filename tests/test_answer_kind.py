@@ -3,7 +3,8 @@ words comes before the small talk just above it, within reach; nothing else move
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from lightmem.config import parse_config
 from lightmem.errors import ConfigError
 from lightmem.pipeline.answer_kind import REACH, Asked, answers_first, asked_for, holds
 from lightmem.store.text_index import Stemmer
+from lightmem.timespan import TimeSpan
 from lightmem.types import MemoryEntry, Scope
 
 ANSWER = "Day three at Riverside Library, I'm shelving returns all morning."
@@ -38,15 +40,20 @@ def _first(entries: list[MemoryEntry], query: str) -> list[str]:
 @pytest.mark.parametrize(
     ("question", "kind"),
     [
-        ("Where does Wren work?", Asked.NAME),
-        ("Who is Saoirse's manager?", Asked.NAME),
-        ("Whose car did Tom borrow?", Asked.NAME),
-        ("Which city does Aleksi live in?", Asked.NAME),
-        ("What company does Perpetua work for?", Asked.NAME),
-        ("What is the name of Casimir's sister?", Asked.NAME),
+        ("Where does Wren work?", Asked.PLACE),
+        ("And where's Wren working now?", Asked.PLACE),
+        ("Which city does Aleksi live in?", Asked.PLACE),
+        ("What company does Perpetua work for?", Asked.PLACE),
+        ("Who is Saoirse's manager?", Asked.PERSON),
+        ("Who\u2019s Saoirse's manager?", Asked.PERSON),
+        ("Whose car did Tom borrow?", Asked.PERSON),
+        ("What's the name of Casimir's sister?", Asked.PERSON),
+        ("Which team does Brannon play for?", Asked.THING),
+        ("What phone does Peregrine use?", Asked.THING),
         ("How old is Oswin?", Asked.NUMBER),
         ("How many kids does Zuzana have?", Asked.NUMBER),
         ("When is Levente's physio appointment?", Asked.TIME),
+        ("So when's the party?", Asked.TIME),
         ("What time is Pernille's party?", Asked.TIME),
         ("Which day is Solveig's flight to Oslo?", Asked.TIME),
         # no kind a word tells apart: yes / no, "what" of everyday things, durations, Chinese
@@ -63,14 +70,42 @@ def test_what_a_question_asks_for(question: str, kind: Asked | None) -> None:
 
 
 def test_what_a_memory_holds() -> None:
-    assert holds(Asked.NAME, ANSWER)  # a name inside a sentence
-    assert holds(Asked.NAME, "Oksana is brilliant at shielding us.")  # a rare opening word
-    assert not holds(Asked.NAME, "Practice went well today.")  # a common one
-    assert not any(holds(Asked.NAME, c) for c in CHAT)
+    place, person, thing = Asked.PLACE, Asked.PERSON, Asked.THING
+    # somewhere: put there by a preposition, whatever its case, or a name not met with
+    assert holds(place, ANSWER)
+    assert holds(place, "i live in leeds lol")
+    assert holds(place, "quit tesco!! im at aldi now")
+    assert holds(place, "moved to bristol last month, loving it")
+    assert holds(place, "I finally started at the little bakery on the corner.")
+    assert holds(place, "Rashid joined KPMG in March.")
+    assert not holds(place, "Had pizza with Tom and Jess.")  # people met
+    assert not holds(place, "Maya and I went hiking on Sunday.")
+    assert not holds(place, "I ran 5k this morning.")  # a number is nowhere
+    assert not holds(place, "I need a recipe idea for tonight.")  # a time
+    assert not holds(place, "Got it, thanks for letting me know.")  # an -ing form
+    assert not any(holds(place, c) for c in CHAT)  # "to" but after a move
+    # someone: a name (a rare word opening a sentence too), or kin
+    assert holds(person, "Oksana is brilliant at shielding us.")
+    assert holds(person, "Gerald, who took over in May, wants reports.")
+    assert holds(person, "my boyfriend is a nurse")
+    assert not holds(person, "Practice went well today.")  # a common opening word
+    assert not holds(person, "Ugh, Mondays.")  # a day is no name, "Ugh" no opener
+    assert not holds(person, "Wren, can you help?", {"wren"})  # whom it speaks to
+    assert not holds(person, "Wren's plants need water.", {"wren"})
+    assert holds(person, "Wren, can you help?")
+    assert not holds(person, "I saw Wren Hollis today.", {"wren", "hollis"})
+    # a named thing: a name, a number, a preposition's object
+    assert holds(thing, "got a pixel 8 now")
+    assert holds(thing, "I play for the Rovers.")
+    assert not holds(thing, CHAT[1])
+    # numbers and times
     assert holds(Asked.NUMBER, "Zuzana: we have three kids now.")
     assert holds(Asked.NUMBER, "Turned 30 on Saturday!")
-    assert not holds(Asked.NUMBER, "Long day, but a good one.")  # "one" counts nothing
+    assert holds(Asked.NUMBER, "I'm an only child actually.")
+    assert not holds(Asked.NUMBER, CHAT[0])
     assert holds(Asked.TIME, "It moved to Thursdays.")
+    assert holds(Asked.TIME, "We got her two weeks ago.")
+    assert holds(Asked.TIME, "Right after Christmas.")
     assert not holds(Asked.TIME, CHAT[0])
 
 
@@ -79,6 +114,8 @@ def test_the_answer_passes_the_small_talk_above_it() -> None:
     answer = _entry("a", ANSWER)
     question = "Where does Wren work?"
     assert _first([*chat, answer], question) == ["a", "c0", "c1"]
+    lower = _entry("l", "moved to bristol last month, loving it")
+    assert _first([*chat, lower], "Where does Wren live?") == ["l", "c0", "c1"]
     # a memory holding a word of the question is no small talk, though it names nothing
     said = _entry("w", "I really love my work.")
     assert _first([said, answer], question) == ["w", "a"]
@@ -87,6 +124,44 @@ def test_the_answer_passes_the_small_talk_above_it() -> None:
     # the speaker's own name is no word of the question ("Wren, can you ...")
     named = _entry("n", "Wren, can you remind me to call mum?", who="Tom")
     assert _first([named, answer], question) == ["a", "n"]
+    # the answer's own text is read, not the stored (compressed) one
+    stored = replace(_entry("s", CHAT[0]), original_text="I work at the library now.")
+    assert _first([chat[0], stored], question) == ["s", "c0"]
+
+
+def test_a_reply_to_a_question_beside_it_is_an_answer_an_acknowledgement_is_not() -> None:
+    chat = _entry("c", CHAT[0])
+    reply = replace(
+        _entry("r", "The little bakery on the corner."),
+        context="So where are you working these days?",
+    )
+    assert _first([chat, reply], "Where does Wren work?") == ["r", "c"]
+    assert _first([chat, replace(reply, context="")], "Where does Wren work?") == ["c", "r"]
+    ack = _entry("k", "Okay, good to know.", who="Assistant")
+    fact = _entry("f", "My manager is Oksana, she's great.")
+    ack = replace(ack, context=fact.original_text)
+    assert _first([ack, fact], "Who is Wren's manager?") == ["f", "k"]
+
+
+def test_a_time_the_resolver_read_is_a_time() -> None:
+    said = _entry("t", "We brought the puppy home right after the move.")
+    chat = _entry("c", CHAT[0])
+    question = "When did Wren adopt her dog?"
+    assert _first([chat, said], question) == ["c", "t"]
+    when = TimeSpan(date(2023, 1, 2), date(2023, 1, 2), "day", "right after the move")
+    assert _first([chat, replace(said, event_time=when)], question) == ["t", "c"]
+
+
+def test_an_id_the_fetch_does_not_return_neither_moves_nor_is_passed() -> None:
+    chat, answer = _entry("c", CHAT[0]), _entry("a", ANSWER)
+    by_id = {e.id: e for e in (chat, answer)}
+    fetch = lambda ids: {i: by_id[i] for i in ids if i in by_id}  # noqa: E731
+    ranked = [("gone", 0.9), ("c", 0.8), ("a", 0.7)]
+    got = answers_first(ranked, fetch, "Where does Wren work?", Stemmer())
+    assert [i for i, _ in got] == ["gone", "a", "c"]
+    ranked = [("c", 0.9), ("gone", 0.8), ("a", 0.7)]
+    got = answers_first(ranked, fetch, "Where does Wren work?", Stemmer())
+    assert [i for i, _ in got] == ["c", "gone", "a"]
 
 
 def test_small_talk_goes_down_at_most_reach_places() -> None:

@@ -8,12 +8,14 @@ needs new ones) and hands every step the same entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from lightmem.store.text_index import Stemmer
+from lightmem.text import content_terms
 from lightmem.types import MemoryEntry
 
-__all__ = ["RERANK_WINDOW", "Candidates", "EntrySource", "Fetch"]
+__all__ = ["RERANK_WINDOW", "Candidates", "EntrySource", "Fetch", "query_words"]
 
 #: The first ranks the steps after the search may reorder (what a context of 800 tokens
 #: holds): newer statements first, own words first.
@@ -21,6 +23,15 @@ RERANK_WINDOW = 24
 
 #: Entries by id, those that exist (a query's shared fetch: :meth:`Candidates.get`).
 Fetch = Callable[[list[str]], Mapping[str, MemoryEntry]]
+
+
+def query_words(query: str, entries: Iterable[MemoryEntry], stemmer: Stemmer) -> frozenset[str]:
+    """The stems of ``query``'s content words that a candidate's own text is matched on:
+    not the speakers' names of ``entries`` (every turn of a speaker is about them) nor
+    one-letter stems ("s")."""
+    names = {w for e in entries for w in stemmer.tokens(e.speaker)}
+    stems = stemmer.tokens(" ".join(content_terms(query)))
+    return frozenset(w for w in stems if len(w) > 1 and w not in names)
 
 
 class EntrySource(Protocol):

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch
+from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch, query_words
 from lightmem.store.base import ScoredId
 from lightmem.store.text_index import Stemmer
-from lightmem.text import content_terms
 from lightmem.types import MemoryEntry
 
 __all__ = ["REACH", "own_words_first"]
@@ -41,8 +40,7 @@ def own_words_first(
     if len(head) < 2:
         return list(ranked)
     entries = fetch([i for i, _ in head])
-    names = {w for e in entries.values() for w in stemmer.tokens(e.speaker)}
-    asked = {w for w in stemmer.tokens(" ".join(content_terms(query))) if len(w) > 1} - names
+    asked = query_words(query, entries.values(), stemmer)
     if not asked:
         return list(ranked)
     own = {i: bool(asked.intersection(stemmer.tokens(e.original_text))) for i, e in entries.items()}

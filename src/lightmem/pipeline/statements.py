@@ -181,7 +181,7 @@ _NOT_NOW_BEFORE = frozenset(
 )
 _POSSESSIVES = frozenset("my our his her their".split())
 #: Capitalised sentence openers that are never a person's name.
-_NOT_NAMES = (
+NOT_NAMES = (
     frozenset(
         """the a an everyone everybody someone somebody nobody nothing everything something all
     both each people""".split()
@@ -194,7 +194,7 @@ _NOT_NAMES = (
 )
 #: Nouns for people someone has (closed class: kin and social relations): a sentence
 #: about "my <one of these>" is about that person.
-_KIN = frozenset(
+KIN = frozenset(
     """mother mom mum father dad parents parent sister sisters brother brothers siblings
     wife husband partner boyfriend girlfriend fiance fiancee son sons daughter daughters
     kids kid children child baby friend friends boss roommate roommates flatmate neighbour
@@ -423,9 +423,9 @@ def named_relation(text: str, names: Collection[str]) -> str:
     if len(words) < 4 or words[1] != ",":
         return ""
     first, low = words[0], words[0].lower().removesuffix("'s")
-    if not first[:1].isupper() or low in names or low in _NOT_NAMES:
+    if not first[:1].isupper() or low in names or low in NOT_NAMES:
         return ""
-    return low if words[2].lower() in _POSSESSIVES and words[3].lower() in _KIN else ""
+    return low if words[2].lower() in _POSSESSIVES and words[3].lower() in KIN else ""
 
 
 def _kin_at(text: str) -> int:
@@ -437,7 +437,7 @@ def _kin_at(text: str) -> int:
     k = 1
     while k < len(words) - 1 and words[k].lower() in _KIN_MODIFIERS:
         k += 1
-    return k if k + 1 < len(words) and words[k].lower() in _KIN else 0
+    return k if k + 1 < len(words) and words[k].lower() in KIN else 0
 
 
 _KIN_MODIFIERS = frozenset(
@@ -457,7 +457,7 @@ def third_person(text: str, names: Collection[str]) -> str:
         return ""
     first, nxt = words[0], words[1].lower()
     low = first.lower().removesuffix("'s")
-    if not first[:1].isupper() or low in names or low in _NOT_NAMES:
+    if not first[:1].isupper() or low in names or low in NOT_NAMES:
         return ""
     if FIRST_PERSON & {w.lower() for w in words}:
         return ""  # "Kaiser is where I work now", "Ruth and I moved": the speaker's
