@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +13,7 @@ import pytest
 
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.pipeline.supersede import Detector
+from lightmem.store.text_index import Stemmer
 from lightmem.testing import OpenAIStubServer, ScriptedLLM
 from lightmem.types import MemoryEntry, Scope
 
@@ -237,3 +238,17 @@ class Entries:
 
     def get(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
         return {i: self.entries[i] for i in ids if i in self.entries}
+
+
+#: A re-ranking step after the search: (ranked, fetch, query, stemmer) -> ranked.
+Rerank = Callable[[list[tuple[str, float]], Callable[[list[str]], dict[str, MemoryEntry]],
+                   str, Stemmer], list[tuple[str, float]]]  # fmt: skip
+
+
+def reranked(step: Rerank, entries: Sequence[MemoryEntry], query: str) -> list[str]:
+    """The ids of ``entries``, ranked in their order, as ``step`` reorders them for
+    ``query``; each place must keep its score (scores stay in rank order)."""
+    ranked = [(e.id, 1.0 - k / 100) for k, e in enumerate(entries)]
+    got = step(ranked, Entries({e.id: e for e in entries}).get, query, Stemmer())
+    assert [s for _, s in got] == [s for _, s in ranked]
+    return [i for i, _ in got]

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import reranked
 from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.errors import ConfigError
@@ -29,12 +30,7 @@ def _entry(eid: str, text: str, who: str = "Wren") -> MemoryEntry:
 
 
 def _first(entries: list[MemoryEntry], query: str) -> list[str]:
-    by_id = {e.id: e for e in entries}
-    ranked = [(e.id, 1.0 - k / 100) for k, e in enumerate(entries)]
-    fetch = lambda ids: {i: by_id[i] for i in ids if i in by_id}  # noqa: E731
-    got = answers_first(ranked, fetch, query, Stemmer())
-    assert [s for _, s in got] == [s for _, s in ranked]  # each place keeps its score
-    return [i for i, _ in got]
+    return reranked(answers_first, entries, query)
 
 
 @pytest.mark.parametrize(

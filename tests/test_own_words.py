@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import reranked
 from lightmem import LightMemory
 from lightmem.pipeline.own_words import REACH, own_words_first
-from lightmem.store.text_index import Stemmer
 from lightmem.types import EntryKind, MemoryEntry, Scope
 
 FACT = "I live in Bergen, five minutes from the fish market."
@@ -43,12 +43,7 @@ def _entry(
 
 
 def _first(entries: list[MemoryEntry], query: str) -> list[str]:
-    by_id = {e.id: e for e in entries}
-    ranked = [(e.id, 1.0 - k / 100) for k, e in enumerate(entries)]
-    fetch = lambda ids: {i: by_id[i] for i in ids if i in by_id}  # noqa: E731
-    got = own_words_first(ranked, fetch, query, Stemmer())
-    assert [s for _, s in got] == [s for _, s in ranked]  # each place keeps its score
-    return [i for i, _ in got]
+    return reranked(own_words_first, entries, query)
 
 
 def test_an_entry_matched_through_its_context_comes_after_the_neighbour_it_quotes() -> None:
