@@ -5,7 +5,8 @@ window the step looks at), drawn at random (seed 1):
     python benchmarks/answer_kind_cost.py locomo_dev.json [--samples 1]
 
 Prints JSON: how many questions ask for a kind of value, and the step's CPU milliseconds
-(median and 95th percentile) over those that do (the others return at once).
+(median and 95th percentile) over those that do (the others return at once), on a second
+pass (the first loads word lists and fills caches).
 """
 
 from __future__ import annotations
@@ -35,13 +36,11 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1, help="conversations used (first N)")
     a = ap.parse_args()
     data = json.loads(a.locomo.read_text(encoding="utf-8"))[: a.samples]
-    rng = random.Random(1)
     stemmer = Stemmer()
     when = datetime(2023, 1, 1, tzinfo=UTC)
-    warm = {"w": MemoryEntry("w", "Oksana called.", "Oksana called.", Scope(user_id="u"))}
-    answers_first([("w", 1.0), ("w", 0.9)], lambda ids: warm, "Who called?", stemmer)
-    times: list[float] = []
+    cases: list[tuple[str, dict[str, MemoryEntry]]] = []
     total = 0
+    rng = random.Random(1)
     for sample in data:
         conv = sample["conversation"]
         turns = [t for k, v in conv.items() if k.startswith("session_") and isinstance(v, list)
@@ -56,9 +55,14 @@ def main() -> None:
                                      speaker_name=t["speaker"])
                 for k, t in enumerate(picked)
             }  # fmt: skip
+            cases.append((qa["question"], entries))
+    times: list[float] = []
+    for _ in range(2):  # the first pass loads word lists and fills caches: the second counts
+        times = []
+        for question, entries in cases:
             ranked = [(i, 1.0 - n / 100) for n, i in enumerate(entries)]
             start = time.process_time()
-            answers_first(ranked, partial(_fetch, entries), qa["question"], stemmer)
+            answers_first(ranked, partial(_fetch, entries), question, stemmer)
             times.append((time.process_time() - start) * 1000)
     times.sort()
     out = {

@@ -10,8 +10,9 @@ holds a value of the kind asked for, or a word of the question in its own text o
 question beside it, which it may answer) passes up to ``reach`` entries just above it that
 could not (``retrieval.answer_reach``, :data:`REACH` by default), and none of those goes
 down more than ``reach`` places in all. A question that asks for no kind of value (yes /
-no, "What does she do ...", "Which events ...", every question in Chinese or Japanese,
-which have no capitals to tell names by) moves nothing. What counts as a value is generous
+no, "What does she do ...", "Which events ...") moves nothing. Chinese is read by its
+question words (谁, 哪里, 多大, 什么时候) and the tagger's parts of speech; Japanese and
+Korean questions move nothing. What counts as a value is generous
 on purpose (an entry taken to hold one stays where it is): the step only moves what is
 plainly no answer. The query's words are its content words but the speakers' names. Each
 place keeps its score, so scores stay in rank order.
@@ -19,11 +20,13 @@ place keeps its score, so scores stay in rank order.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
 
-from lightmem.pipeline import statements
+from lightmem import lang
+from lightmem.pipeline import statements, statements_zh
 from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch, query_words
 from lightmem.pipeline.supersede import slots_in
 from lightmem.store.base import ScoredId
@@ -41,14 +44,15 @@ REACH = 4
 class Asked(Enum):
     """What kind of value a question asks for."""
 
-    PERSON = "person"  # who, whose, what is the name of
+    PERSON = "person"  # who, whose, what's the name of her sister
     PLACE = "place"  # where, which city / company / school: somewhere to be or work
-    THING = "thing"  # which team / brand / car / phone: a named thing
-    NUMBER = "number"  # how many, how much, how old
+    NUMBER = "number"  # how many, how old
     TIME = "time"  # when, what time, which day
 
 
-_NUMBER_WORDS = QUANTITIES | frozenset("only none few several couple many".split())
+_NUMBER_WORDS = QUANTITIES | frozenset(
+    "only none no few several couple many both twins triplets pair".split()
+)
 _TIME_WORDS = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays
     thursdays fridays saturdays sundays january february march april may june july august
@@ -59,9 +63,12 @@ _TIME_WORDS = frozenset(
 )
 #: Words at least this common (zipf: log10 of uses per billion words) are no name.
 _COMMON_ZIPF = 4.5
-#: Prepositions that place what follows, the verbs of a move that "to" places after, and
-#: the words between a preposition and what it places ("at the little bakery").
-_PLACING = frozenset("in at from near".split())
+#: Prepositions that place what follows ("on the corner", "hired by deloitte", "an
+#: accountant for deloitte"), verbs whose object is where one is now ("joined kpmg",
+#: "quit tesco"), the verbs of a move that "to" places after, and the words between a
+#: preposition and what it places ("at the little bakery").
+_PLACING = frozenset("in at from near on by for".split())
+_JOINS = frozenset("joined join joining quit left leaving".split())
 _MOVES = frozenset("moved move moving moves relocated relocating went going back".split())
 _BEFORE_PLACE = frozenset(
     "the a an my our his her their this that little big new old local".split()
@@ -69,25 +76,52 @@ _BEFORE_PLACE = frozenset(
 #: Words before a name that make it someone met, not somewhere ("with Tom and Jess").
 _WITH = frozenset("with and or met".split())
 _DIGIT = re.compile(r"\d")
+#: "Caroline: " before a line of context.
+_SPEAKER_PREFIX = re.compile(r"^[^:?!.\n]{1,40}:\s")
+#: The most of a memory's text read (see :func:`holds`).
+_READ_CHARS = 2_000
 #: Said before the question proper ("And where ...", "So, when ...").
 _LEAD_INS = frozenset("and so but ok okay then also well hey".split())
-_NAME_OF = re.compile(r"^(?:what|which)\s+(?:is|was|are)\s+(?:the\s+)?names?\b")
-_WHICH = re.compile(r"^(?:which|what)\s+(\w+)")
+#: "Which / what <noun>" followed by the verb ("Which city does she live in?"), not by
+#: another noun ("What school subjects ...", "What office chair ...").
+_WHICH = re.compile(
+    r"^(?:which|what)\s+(\w+)\s+(?:does|did|do|is|was|are|were|has|have|had|will|would)\b"
+)
+_NAME_OF = re.compile(r"^(?:what|which)\s+(?:is|was|are)\s+(?:the\s+)?names?\s+of\b")
+_HOW = re.compile(r"^how\s+(?:many|old)\b")  # not "how much": a degree as often
+#: "Where does she get her motivation?" asks for a source, not a place.
+_SOURCE_VERBS = frozenset("get gets got find finds found learn learned learnt hear heard".split())
+#: "When she moved, did she sell her car?": a clause of time, then a yes / no question.
+_YES_NO_AFTER = re.compile(
+    r",\s*(?:did|does|do|is|are|was|were|has|have|had|can|could|will|would)\b"
+)
 _TIME_NOUNS = frozenset("time day date year month hour weekday".split())
 #: "Which <noun>" / "What <noun>" asks for somewhere when the noun is a kind of place or
-#: body one lives or works in, for a named thing when it is a kind of named thing;
-#: "Which events", "What sport" are answered in everyday words as often.
+#: body one lives or works in; "Which events", "What sport", "What car" are answered in
+#: everyday words as often ("we finally bought a minivan").
 _PLACE_NOUNS = frozenset(
-    """city town country state village neighbourhood neighborhood district suburb area
-    company firm employer hotel school university college restaurant cafe shop store bank
-    hospital clinic gym office agency studio church street road""".split()
+    """city town country village neighbourhood neighborhood district suburb company firm
+    employer hotel school university college restaurant cafe shop store bank hospital
+    clinic gym office agency studio church street road""".split()
 )
-_THING_NOUNS = frozenset("team club band brand airline car phone laptop".split())
+#: Chinese questions by what they ask for; the first that matches wins (哪天 asks for a
+#: time, 哪里 for a place).
+_ASKED_ZH = (
+    (Asked.TIME, re.compile(r"什么时候|哪一?天|哪一?年|哪个月|几月|几号|几点|星期几|周几")),
+    (Asked.PERSON, re.compile(r"谁")),
+    (Asked.NUMBER, re.compile(r"多大|几岁|多少岁|几个|几位|几口")),
+    (
+        Asked.PLACE,
+        re.compile(r"哪里|哪儿|在哪|去哪|住哪|什么地方|哪个(?:城市|国家|公司|学校)|哪座|哪家|哪所"),
+    ),
+)
 
 
 def asked_for(question: str) -> Asked | None:
-    """The kind of value ``question`` asks for (English; None when it asks for none that
-    a word can tell apart)."""
+    """The kind of value ``question`` asks for (English or Chinese; None when it asks for
+    none that a word can tell apart)."""
+    if lang.has_cjk(question):
+        return next((kind for kind, cue in _ASKED_ZH if cue.search(question)), None)
     toks = [t.replace("\u2019", "'") for t in statements.tokens(question)]
     while toks and toks[0] in _LEAD_INS:
         toks = toks[1:]
@@ -96,12 +130,14 @@ def asked_for(question: str) -> Asked | None:
     low = " ".join(toks)
     first = toks[0] if toks else ""
     if first == "when":
-        return Asked.TIME
-    if first in ("who", "whom", "whose") or _NAME_OF.match(low):
+        return None if _YES_NO_AFTER.search(question.lower()) else Asked.TIME
+    if first in ("who", "whom", "whose"):
         return Asked.PERSON
+    if _NAME_OF.match(low) and not statements.KIN.isdisjoint(toks):
+        return Asked.PERSON  # "What's the name of Casimir's sister?", not "... of the book"
     if first == "where":
-        return Asked.PLACE
-    if re.match(r"^how\s+(?:many|much|old)\b", low):
+        return None if _SOURCE_VERBS.intersection(toks) else Asked.PLACE
+    if _HOW.match(low):
         return Asked.NUMBER  # not "how long / far / often": "a while", "every week"
     which = _WHICH.match(low)
     noun = which.group(1) if which else ""
@@ -109,42 +145,76 @@ def asked_for(question: str) -> Asked | None:
         return Asked.TIME
     if noun in _PLACE_NOUNS:
         return Asked.PLACE
-    if noun in _THING_NOUNS:
-        return Asked.THING
     return None
 
 
 def holds(asked: Asked, text: str, speakers: Collection[str] = ()) -> bool:
-    """Does ``text`` hold a value of the kind asked for? Generous on purpose. The words of
-    ``speakers``' names (lower-cased) are no value: "Wren, can you remind me?" names whom
-    it speaks to; nor is a day or a month a name ("Ugh, Mondays.")."""
+    """Could ``text`` hold a value of the kind asked for? Generous on purpose: what is
+    taken to hold none is moved down, so a real answer must not be missed; what is taken
+    to hold one only stays where it is. The words of ``speakers``' names (lower-cased)
+    are no value ("Wren, can you remind me?" names whom it speaks to), nor is a day or a
+    month a name ("Ugh, Mondays."). A text longer than :data:`_READ_CHARS` holds one (it
+    is no small talk, and reading it all would cost more than the step saves)."""
+    if len(text) > _READ_CHARS:
+        return True
+    if lang.has_cjk(text):
+        return _holds_zh(asked, text, speakers)
     toks = [t.removesuffix("'s") for t in statements.tokens(text)]
     if asked is Asked.NUMBER:
         return bool(_DIGIT.search(text)) or not _NUMBER_WORDS.isdisjoint(toks)
     if asked is Asked.TIME:
         return bool(_DIGIT.search(text)) or not _TIME_WORDS.isdisjoint(toks)
-    named = {
-        n: slot
-        for n, slot in slots_in(text).items()
-        if n not in _TIME_WORDS and not set(n.split()) <= set(speakers)
-    }
-    if asked is Asked.PLACE:  # "in Leeds", "at the Riverside Library", "moved to bristol",
-        # "joined KPMG"; not people met: "with Tom", "Maya and I" (a name opening a sentence)
-        return _placed(toks) or any(slot not in _WITH for slot in named.values())
-    if named or _opens_with_name(text, speakers):
+    if asked is Asked.PLACE and _placed(toks):  # "in leeds", "hired by deloitte"
         return True
-    if asked is Asked.PERSON:
-        return not statements.KIN.isdisjoint(toks)  # "my boyfriend is a nurse"
-    return bool(_DIGIT.search(text)) or _placed(toks)  # "a pixel 8", "for the rovers"
+    if asked is Asked.PERSON and not statements.KIN.isdisjoint(toks):  # "my boyfriend"
+        return True
+    return _names_one(text, asked, speakers) or _opens_with_name(text, speakers)
+
+
+def _names_one(text: str, asked: Asked, speakers: Collection[str]) -> bool:
+    """Does ``text`` name something not opening a sentence (names, places, firms), but the
+    speakers, days and months; for a place, not a number ("I ran 5 miles") nor someone
+    met ("with Tom and Jess")?"""
+    for value, slot in slots_in(text).items():
+        if value in _TIME_WORDS or set(value.split()) <= set(speakers):
+            continue
+        if asked is Asked.PLACE and (value.isdigit() or slot in _WITH):
+            continue
+        return True
+    return False
+
+
+def _holds_zh(asked: Asked, text: str, speakers: Collection[str]) -> bool:
+    """:func:`holds` for Chinese, by jieba's part-of-speech tags: "ns" a place, "nt" an
+    organisation, "nr" a person, "m" a number, "t" a time."""
+    tagged = [(w.lower(), f) for w, f in lang.tagged_words(text) if w.strip()]
+    flags = {f for _, f in tagged}
+    if asked is Asked.NUMBER:
+        return "m" in flags or bool(_DIGIT.search(text))
+    if asked is Asked.TIME:
+        return bool(flags & {"t", "m"}) or bool(_DIGIT.search(text))
+    named = [
+        (w, f)
+        for w, f in tagged
+        if f in statements_zh.NAME_TAGS and not any(w in s or s in w for s in speakers)
+    ]
+    if asked is Asked.PERSON:  # 王芳; 我男朋友
+        kin = any(w in statements_zh.KIN for w, _ in tagged)
+        return kin or any(f.startswith("nr") for _, f in named)
+    # a place: 南京, 华为; 在华为 (the tagger takes 华为 for a person)
+    after = itertools.pairwise(tagged)
+    put = any(w in statements_zh.LOCATIVES and g[:1] == "n" for (w, _), (_, g) in after)
+    return put or any(f in ("ns", "nt") for _, f in named)
 
 
 def _placed(toks: Sequence[str]) -> bool:
-    """Is a word put somewhere by a preposition ("i live in leeds", "im at aldi now", "at
-    the little bakery", "moved to bristol"), whatever its case? Not a time ("for
-    tonight"), a verb's -ing form ("for letting me know"), nor after "to" but after a move
-    ("remind me to water the plants")."""
+    """Is a word put somewhere by a preposition or a joining verb ("i live in leeds", "im
+    at aldi now", "at the little bakery", "moved to bristol", "joined kpmg"), whatever its
+    case? Not a time ("for tonight"), a number, a verb's -ing form ("for letting me
+    know"), nor after "to" but after a move ("remind me to water the plants")."""
     for k, t in enumerate(toks):
-        if t not in _PLACING and not (t == "to" and k and toks[k - 1] in _MOVES):
+        moved_to = t == "to" and k > 0 and toks[k - 1] in _MOVES
+        if t not in _PLACING and t not in _JOINS and not moved_to:
             continue
         j = k + 1
         while j < len(toks) and toks[j] in _BEFORE_PLACE:
@@ -152,7 +222,7 @@ def _placed(toks: Sequence[str]) -> bool:
         if j == len(toks):
             continue
         word = toks[j]
-        if word in STOPWORDS or word in _TIME_WORDS or word.endswith("ing"):
+        if word in STOPWORDS or word in _TIME_WORDS or word.endswith("ing") or word.isdigit():
             continue
         return True
     return False
@@ -215,14 +285,23 @@ def _could_answer(
     resolver read in it counts: ``event_time``), or a word of the question in its own
     text or in a question beside it, which it may answer ("So where are you working these
     days?"; not a statement beside it: "Okay, good to know." after "My manager is Oksana"
-    answers nothing)?"""
+    answers nothing), or is a question asking for the same kind beside it ("Sweden,
+    originally." after "Where are you from originally?")?"""
     words = query_words(query, entries.values(), stemmer)
     speakers = {w for e in entries.values() for w in statements.tokens(e.speaker)}
     out: dict[str, bool] = {}
     for i, e in entries.items():
         text = e.original_text or e.text
-        asked_beside = [line for line in e.context.splitlines() if line.rstrip().endswith("?")]
-        said = stemmer.tokens("\n".join([text, *asked_beside]))
+        beside = [line for line in e.context.splitlines() if line.rstrip().endswith("?")]
+        said = stemmer.tokens("\n".join([text, *beside]))
         timed = asked is Asked.TIME and e.event_time is not None  # a time the resolver read
-        out[i] = timed or not words.isdisjoint(said) or holds(asked, text, speakers)
+        replies = any(asked_for(_question_of(line)) is asked for line in beside)
+        out[i] = timed or replies or not words.isdisjoint(said) or holds(asked, text, speakers)
     return out
+
+
+def _question_of(line: str) -> str:
+    """The question a context line ends with, without its speaker ("Caroline: Wow! Where
+    are you from?" -> "Where are you from?")."""
+    found = statements.sentences(_SPEAKER_PREFIX.sub("", line))
+    return found[-1] if found else ""

@@ -35,12 +35,23 @@ from collections.abc import Collection, Iterable
 from lightmem import lang
 from lightmem.pipeline.reading import SELF, Reading
 
-__all__ = ["ADVERBS", "MARKERS", "applies", "other_predicate", "read", "shared_chars", "slots"]
+__all__ = [
+    "ADVERBS",
+    "KIN",
+    "LOCATIVES",
+    "MARKERS",
+    "NAME_TAGS",
+    "applies",
+    "other_predicate",
+    "read",
+    "shared_chars",
+    "slots",
+]
 
 _FIRST = frozenset("我 我们 咱 咱们 俺 俺们".split())
 _LISTENER = frozenset("你 您 你们".split())
 _OTHERS = frozenset("他 她 它 他们 她们 它们 这 那 这个 那个 这些 那些 大家 别人".split())
-_KIN = frozenset(
+KIN = frozenset(
     """爸爸 妈妈 爸妈 父母 父亲 母亲 哥哥 姐姐 弟弟 妹妹 老公 老婆 丈夫 妻子 太太 男朋友 女朋友
     对象 儿子 女儿 孩子 朋友 好友 好朋友 同事 邻居 室友 舍友 同学 老板 领导 上司 爷爷 奶奶
     外公 外婆 姥姥 姥爷 叔叔 阿姨 舅舅 姑姑 表哥 表姐 表弟 表妹 堂哥 堂姐 家人 未婚夫
@@ -75,12 +86,12 @@ _AHEAD = frozenset("明天 后天 明年 后年 下周 下星期 下个月 下�
 _NEGATIONS = frozenset("不 没 没有 别 从没 从来不 从来没 未 不会 不想 不要 不用".split())
 _PAST = frozenset("以前 小时候 曾经 当年 那时候 那时 过去 从前 当时 原来".split())
 _PRESENT = _NOW | frozenset("还 仍然 依然 一直 每天 每周 每月 平时 经常 总是 目前 正在".split())
-_LOCATIVES = frozenset(
+LOCATIVES = frozenset(
     "在 到 去 回 住 往 从 来 于 住在 搬到 搬去 搬回 搬进 跳槽 转到 调到 回到 来到".split()
 )
 _PREPOSITIONS = frozenset("在 到 去 回 往 从 来 于".split())
 _CLAUSE_ENDS = frozenset("， , ； ; ： : 、 。 ！ ？ ! ?".split())
-_NAME_TAGS = frozenset("ns nr nrt nrfg nt nz eng".split())
+NAME_TAGS = frozenset("ns nr nrt nrfg nt nz eng".split())
 #: Measure words and durations: "一辆", "三个" count things and "三个月" is how long, no
 #: value (an age, 二十九岁, or an amount, 四千五, is one).
 _MEASURES = frozenset(
@@ -189,7 +200,7 @@ def _clauses(tagged: _Tagged) -> list[_Tagged]:
 
 def _first_person(word: str) -> bool:
     # jieba sometimes joins the pronoun to its verb ("我开")
-    return word in _FIRST or (word[:1] == "我" and word not in _KIN)
+    return word in _FIRST or (word[:1] == "我" and word not in KIN)
 
 
 def _subject(tagged: _Tagged, speaker: str, names: Collection[str]) -> tuple[str, str]:
@@ -199,7 +210,7 @@ def _subject(tagged: _Tagged, speaker: str, names: Collection[str]) -> tuple[str
             j = k + 1
             while j < len(tagged) and tagged[j][0] in _KIN_MODIFIERS:
                 j += 1
-            if j < len(tagged) - 1 and tagged[j][0] in _KIN:
+            if j < len(tagged) - 1 and tagged[j][0] in KIN:
                 nxt, flag = tagged[j + 1]
                 if flag.startswith("nr") and nxt not in names:
                     return SELF, nxt  # 我的好朋友小林住在杭州: 小林's
@@ -306,7 +317,7 @@ def _amount(item: tuple[str, str]) -> bool:
 
 def _value(item: tuple[str, str]) -> bool:
     word, flag = item
-    return (flag in _NAME_TAGS and not _first_person(word)) or _amount(item)
+    return (flag in NAME_TAGS and not _first_person(word)) or _amount(item)
 
 
 def _slot(clause: _Tagged, k: int) -> str:
@@ -318,5 +329,5 @@ def _slot(clause: _Tagged, k: int) -> str:
     for w, f in reversed(clause[:k]):
         if f in ("ul", "uj", "m", "q") or w in ("了", "的"):
             continue  # 搬到了杭州, 开了一辆比亚迪
-        return "at" if w in _LOCATIVES else w
+        return "at" if w in LOCATIVES else w
     return ""
