@@ -15,7 +15,14 @@ from conftest import reranked
 from lightmem import LightMemory
 from lightmem.config import parse_config
 from lightmem.errors import ConfigError
-from lightmem.pipeline.answer_kind import REACH, Asked, answers_first, asked_for, holds
+from lightmem.pipeline.answer_kind import (
+    REACH,
+    Asked,
+    answers_first,
+    asked_for,
+    holds,
+    small_talk,
+)
 from lightmem.store.text_index import Stemmer
 from lightmem.timespan import TimeSpan
 from lightmem.types import MemoryEntry, Scope
@@ -155,6 +162,47 @@ def test_the_answer_passes_the_small_talk_above_it() -> None:
     # the answer's own text is read, not the stored (compressed) one
     stored = replace(_entry("s", CHAT[0]), original_text="I work at the library now.")
     assert _first([chat[0], stored], question) == ["s", "c0"]
+
+
+@pytest.mark.parametrize(
+    ("text", "chat"),
+    [
+        ("Can you remind me to water the plants later?", True),  # a question, a request
+        ("I need a recipe idea for tonight.", True),
+        ("Please book it.", True),
+        ("Got it, thanks for letting me know.", True),  # acknowledgements, thanks, greetings
+        ("Okay, good to know.", True),
+        ("Noted.", True),
+        ("Hey! Morning!", True),
+        ("早上好！", True),
+        ("好的，记住了。", True),
+        ("帮我想想晚饭吃什么吧。", True),
+        # anything that may say something of the speaker is no small talk
+        ("Mike is my new manager, seems chill so far.", False),
+        ("remote now", False),
+        ("Sweden, originally.", False),
+        ("Thanks! It's the little bakery on the corner.", False),
+        ("Long day, but a good one.", False),
+        ("今天好累。", False),
+        ("", False),
+    ],
+)
+def test_what_is_plainly_small_talk(text: str, chat: bool) -> None:
+    assert small_talk(text) is chat
+
+
+def test_only_plain_small_talk_is_passed() -> None:
+    # an answer the reading misses (a common name opening it) stays above a statement
+    # holding a name: only small talk is passed, never a statement that may be the answer
+    answer = _entry("a", "Mike is my new manager, seems chill so far.")
+    chat = _entry("c", "Had pizza with Tom and Jess.")
+    assert _first([answer, chat], "Who is Wren's boss?") == ["a", "c"]
+    remote = _entry("r", "remote now, loving it")
+    assert _first([remote, _entry("b", ANSWER)], "Where does Wren work?") == ["r", "b"]
+    assert _first([_entry("q", CHAT[0]), _entry("b", ANSWER)], "Where does Wren work?") == [
+        "b",
+        "q",
+    ]
 
 
 def test_a_reply_to_a_question_beside_it_is_an_answer_an_acknowledgement_is_not() -> None:

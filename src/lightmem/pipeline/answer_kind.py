@@ -6,16 +6,19 @@ speaker's small talk ("Can you remind me to water the plants later?") is as near
 question naming them as the turn that answers it ("Day three at the Riverside Library"),
 and neither shares a word of the question. So, among the first
 :data:`~lightmem.pipeline.candidates.RERANK_WINDOW` hits, an entry that could answer (it
-holds a value of the kind asked for, or a word of the question in its own text or in a
-question beside it, which it may answer) passes up to ``reach`` entries just above it that
-could not (``retrieval.answer_reach``, :data:`REACH` by default), and none of those goes
-down more than ``reach`` places in all. A question that asks for no kind of value (yes /
-no, "What does she do ...", "Which events ...") moves nothing. Chinese is read by its
-question words (谁, 哪里, 多大, 什么时候) and the tagger's parts of speech; Japanese and
-Korean questions move nothing. What counts as a value is generous
-on purpose (an entry taken to hold one stays where it is): the step only moves what is
-plainly no answer. The query's words are its content words but the speakers' names. Each
-place keeps its score, so scores stay in rank order.
+may hold a value of the kind asked for, or a word of the question in its own text or in a
+question beside it, or it replies to a question asking for the same kind) passes up to
+``reach`` entries just above it that are plainly small talk and could not answer
+(``retrieval.answer_reach``, :data:`REACH` by default), and none of those goes down more
+than ``reach`` places in all. Plainly small talk: every sentence a question, a request or
+greetings, thanks and acknowledgements only (:func:`small_talk`). Only such entries are
+passed, never a statement the reading of values missed ("Mike is my new manager", "remote
+now"): telling an answer from chat by its values alone put real answers below chat that
+names a friend or a number. A question that asks for no kind of value (yes / no, "What
+does she do ...", "Which events ...") moves nothing. Chinese is read by its question words
+(谁, 哪里, 多大, 什么时候) and the tagger's parts of speech; Japanese and Korean questions
+move nothing. The query's words are its content words but the speakers' names. Each place
+keeps its score, so scores stay in rank order.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from lightmem.store.text_index import Stemmer
 from lightmem.text import QUANTITIES, STOPWORDS
 from lightmem.types import MemoryEntry
 
-__all__ = ["REACH", "Asked", "answers_first", "asked_for", "holds"]
+__all__ = ["REACH", "Asked", "answers_first", "asked_for", "holds", "small_talk"]
 
 #: How many entries that could not answer may be passed, by default: past a run of small
 #: talk, not past the rest of the first results.
@@ -104,6 +107,30 @@ _PLACE_NOUNS = frozenset(
     employer hotel school university college restaurant cafe shop store bank hospital
     clinic gym office agency studio church street road""".split()
 )
+#: Words of greetings, thanks and acknowledgements: a sentence of these only says nothing
+#: of the speaker ("Got it, thanks for letting me know.", "Happy to help.").
+_PLEASANTRIES = frozenset(
+    """hi hello hey morning good evening afternoon night gm thanks thank you so much very for
+    letting me know got it ok okay noted understood sure great cool nice perfect awesome
+    happy to help glad you're welcome no problem will do sounds i'll remember that bye see
+    later ttyl lol haha hahaha ugh yay wow oh ah aw cheers np yes yeah yep alright all right
+    right exactly totally definitely""".split()
+)
+#: How a request to the listener opens ("Can you remind me ...", "Please ...").
+_REQUESTS = (
+    "can you ", "could you ", "would you ", "will you ", "please ", "remind me ",
+    "help me ", "let me know", "tell me ", "give me ", "show me ", "find me ", "suggest ",
+)  # fmt: skip
+#: "I need a recipe idea for tonight": asking for help, not saying what holds.
+_NEED_HELP = re.compile(
+    r"^i (?:need|want|'d like|would like) (?:a |an |some )?(?:\w+ )?"
+    r"(?:ideas?|suggestions?|recommendations?|help|advice|tips?|recipes?)\b"
+)
+_PLEASANTRIES_ZH = frozenset(
+    """早 早上好 早安 你好 您好 嗨 晚安 谢谢 多谢 谢啦 好的 好 嗯 收到 明白 明白了 知道了 没问题
+    记住了 好吧""".split()
+)
+_REQUESTS_ZH = ("帮我", "提醒我", "请", "麻烦", "能不能", "可以帮", "能帮")
 #: Chinese questions by what they ask for; the first that matches wins (哪天 asks for a
 #: time, 哪里 for a place).
 _ASKED_ZH = (
@@ -253,7 +280,7 @@ def answers_first(
     ranked: Sequence[ScoredId], fetch: Fetch, query: str, stemmer: Stemmer, reach: int = REACH
 ) -> list[ScoredId]:
     """``ranked`` (best first) with each entry that could answer ``query`` moved above the
-    entries just above it that could not, at most ``reach`` of them, none of which goes
+    small talk just above it that could not, at most ``reach`` entries, none of which goes
     down more than ``reach`` places (see the module docstring; 0: nothing moves). An id
     the fetch does not return (deleted meanwhile) neither moves nor is passed."""
     asked = asked_for(query)
@@ -262,20 +289,53 @@ def answers_first(
         return list(ranked)
     entries = fetch([i for i, _ in head])
     answers = _could_answer(asked, entries, query, stemmer)
+    chat: dict[str, bool] = {}  # read only for what an answer below could pass
+
+    def passable(i: str) -> bool:
+        if i not in chat:
+            e = entries.get(i)
+            text = (e.original_text or e.text) if e is not None else ""
+            chat[i] = answers.get(i) is False and small_talk(text)
+        return chat[i] and sunk.get(i, 0) < reach
+
     ids = [i for i, _ in head]
-    sunk: dict[str, int] = {}  # how many places each entry that could not answer went down
+    sunk: dict[str, int] = {}  # how many places each passed entry went down
     for k in range(1, len(ids)):
-        if answers.get(ids[k]) is not True:
+        if not answers.get(ids[k]):
             continue
         j = k
-        while j > 0 and k - j < reach and answers.get(ids[j - 1]) is False:
-            if sunk.get(ids[j - 1], 0) >= reach:
-                break
+        while j > 0 and k - j < reach and passable(ids[j - 1]):
             j -= 1
         for passed in ids[j:k]:
             sunk[passed] = sunk.get(passed, 0) + 1
         ids.insert(j, ids.pop(k))
     return [*zip(ids, (s for _, s in head), strict=True), *ranked[RERANK_WINDOW:]]
+
+
+def small_talk(text: str) -> bool:
+    """Is every sentence of ``text`` plainly no statement of fact: a question, a request
+    ("Can you remind me ...", "I need a recipe idea ..."), or greetings, thanks and
+    acknowledgements only ("Morning!", "Got it, thanks for letting me know.")? Chinese
+    likewise (问句, 帮我 / 提醒我 / 请 ..., 早上好, 谢谢, 好的)."""
+    said = statements.sentences(text[:_READ_CHARS]) if len(text) <= _READ_CHARS else []
+    return bool(said) and all(_chat_sentence(s) for s in said)
+
+
+def _chat_sentence(sentence: str) -> bool:
+    if statements.is_question(sentence):
+        return True
+    if lang.has_cjk(sentence):
+        core = sentence.rstrip("。！!~～ ")
+        if core.startswith(_REQUESTS_ZH):
+            return True
+        return all(c.strip() in _PLEASANTRIES_ZH for c in re.split(r"[，,、]", core))
+    toks = [t.replace("\u2019", "'") for t in statements.tokens(sentence)]
+    if not toks:
+        return True  # an emoji, "..."
+    if all(t in _PLEASANTRIES for t in toks):
+        return True
+    low = " ".join(toks)
+    return low.startswith(_REQUESTS) or bool(_NEED_HELP.match(low))
 
 
 def _could_answer(
