@@ -219,6 +219,18 @@ def test_a_reply_to_a_question_beside_it_is_an_answer_an_acknowledgement_is_not(
         _entry("f", "France, originally."), context="Wow! Where are you from, by the way?"
     )
     assert _first([chat, fragment], "Which country is Wren from?") == ["f", "c"]
+    # a question inside the line, followed by more, and in Chinese
+    inside = replace(fragment, context="Where are you from? I'm so curious!")
+    assert _first([chat, inside], "Which country is Wren from?") == ["f", "c"]
+    zh_chat = _entry("zc", "早上好！", who="吴昊")
+    zh = _entry("z", "疫情期间领的证。", who="吴昊")
+    assert _first([zh_chat, zh], "吴昊什么时候结婚的？") == ["zc", "z"]
+    assert _first(
+        [zh_chat, replace(zh, context="你们什么时候结的婚？")], "吴昊什么时候结婚的？"
+    ) == [
+        "z",
+        "zc",
+    ]
     assert _first([chat, replace(fragment, context="")], "Which country is Wren from?") == [
         "c",
         "f",

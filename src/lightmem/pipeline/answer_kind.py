@@ -352,16 +352,17 @@ def _could_answer(
     out: dict[str, bool] = {}
     for i, e in entries.items():
         text = e.original_text or e.text
-        beside = [line for line in e.context.splitlines() if line.rstrip().endswith("?")]
+        beside = [q for line in e.context.splitlines() for q in _questions_in(line)]
         said = stemmer.tokens("\n".join([text, *beside]))
         timed = asked is Asked.TIME and e.event_time is not None  # a time the resolver read
-        replies = any(asked_for(_question_of(line)) is asked for line in beside)
+        replies = any(asked_for(q) is asked for q in beside)
         out[i] = timed or replies or not words.isdisjoint(said) or holds(asked, text, speakers)
     return out
 
 
-def _question_of(line: str) -> str:
-    """The question a context line ends with, without its speaker ("Caroline: Wow! Where
-    are you from?" -> "Where are you from?")."""
-    found = statements.sentences(_SPEAKER_PREFIX.sub("", line))
-    return found[-1] if found else ""
+def _questions_in(line: str) -> list[str]:
+    """The questions of a context line, without its speaker ("Caroline: Wow! Where are you
+    from? Tell me!" -> ["Where are you from?"]; "你们什么时候结的婚？")."""
+    return [
+        q for q in statements.sentences(_SPEAKER_PREFIX.sub("", line)) if statements.is_question(q)
+    ]
