@@ -290,6 +290,7 @@ def answers_first(
     entries = fetch([i for i, _ in head])
     answers = _could_answer(asked, entries, query, stemmer)
     chat: dict[str, bool] = {}  # read only for what an answer below could pass
+    sunk: dict[str, int] = {}  # how many places each passed entry went down
 
     def passable(i: str) -> bool:
         if i not in chat:
@@ -299,7 +300,6 @@ def answers_first(
         return chat[i] and sunk.get(i, 0) < reach
 
     ids = [i for i, _ in head]
-    sunk: dict[str, int] = {}  # how many places each passed entry went down
     for k in range(1, len(ids)):
         if not answers.get(ids[k]):
             continue
@@ -317,7 +317,7 @@ def small_talk(text: str) -> bool:
     ("Can you remind me ...", "I need a recipe idea ..."), or greetings, thanks and
     acknowledgements only ("Morning!", "Got it, thanks for letting me know.")? Chinese
     likewise (问句, 帮我 / 提醒我 / 请 ..., 早上好, 谢谢, 好的)."""
-    said = statements.sentences(text[:_READ_CHARS]) if len(text) <= _READ_CHARS else []
+    said = statements.sentences(text) if len(text) <= _READ_CHARS else []
     return bool(said) and all(_chat_sentence(s) for s in said)
 
 

@@ -118,9 +118,10 @@ class RetrieveParams:
     #: :func:`lightmem.pipeline.validity.newer_first`). 0.3 was measured with the default
     #: embedder (wordllama); an embedder whose unrelated sentences score higher needs more.
     recency_similarity: float = 0.3
-    #: for a question asking for a name, a number or a time, a memory holding one (or a
-    #: word of the question) passes up to this many memories just above it that hold
-    #: neither, e.g. small talk (0: off; see :mod:`lightmem.pipeline.answer_kind`)
+    #: for a question asking for a place, a person, a number or a time, a memory that could
+    #: answer (it may hold one, or a word of the question) passes up to this many memories
+    #: just above it that are plainly small talk: questions, requests, greetings and
+    #: thanks (0: off; see :mod:`lightmem.pipeline.answer_kind`)
     answer_reach: int = REACH
     #: within a token budget, memories packed after the first ``tail_after`` show their
     #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and

@@ -34,6 +34,8 @@ from lightmem.text import NEGATIONS
 
 __all__ = [
     "FIRST_PERSON",
+    "KIN",
+    "NOT_NAMES",
     "SELF",
     "TITLES",
     "Reading",
