@@ -31,7 +31,7 @@ from enum import Enum
 from lightmem import lang
 from lightmem.pipeline import statements, statements_zh
 from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch, query_words
-from lightmem.pipeline.supersede import slots_in
+from lightmem.pipeline.supersede import CALENDAR, slots_in
 from lightmem.store.base import ScoredId
 from lightmem.store.text_index import Stemmer
 from lightmem.text import QUANTITIES, STOPWORDS
@@ -56,13 +56,11 @@ class Asked(Enum):
 _NUMBER_WORDS = QUANTITIES | frozenset(
     "only none no few several couple many both twins triplets pair".split()
 )
-_TIME_WORDS = frozenset(
-    """monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays
-    thursdays fridays saturdays sundays january february march april may june july august
-    september october november december today tonight tomorrow yesterday morning afternoon
-    evening night noon midnight weekend week weeks month months year years spring summer
-    autumn fall winter am pm o'clock ago soon recently christmas easter thanksgiving
-    halloween birthday holiday holidays""".split()
+_TIME_WORDS = CALENDAR | frozenset(
+    """mondays tuesdays wednesdays thursdays fridays saturdays sundays today tonight tomorrow
+    yesterday morning afternoon evening night noon midnight weekend week weeks month months
+    year years spring summer autumn fall winter am pm o'clock ago soon recently christmas
+    easter thanksgiving halloween birthday holiday holidays""".split()
 )
 #: Words at least this common (zipf: log10 of uses per billion words) are no name.
 _COMMON_ZIPF = 4.5
@@ -79,8 +77,6 @@ _BEFORE_PLACE = frozenset(
 #: Words before a name that make it someone met, not somewhere ("with Tom and Jess").
 _WITH = frozenset("with and or met".split())
 _DIGIT = re.compile(r"\d")
-#: "Caroline: " before a line of context.
-_SPEAKER_PREFIX = re.compile(r"^[^:?!.\n]{1,40}:\s")
 #: The most of a memory's text read (see :func:`holds`).
 _READ_CHARS = 2_000
 #: Said before the question proper ("And where ...", "So, when ...").
@@ -361,8 +357,6 @@ def _could_answer(
 
 
 def _questions_in(line: str) -> list[str]:
-    """The questions of a context line, without its speaker ("Caroline: Wow! Where are you
-    from? Tell me!" -> ["Where are you from?"]; "你们什么时候结的婚？")."""
-    return [
-        q for q in statements.sentences(_SPEAKER_PREFIX.sub("", line)) if statements.is_question(q)
-    ]
+    """The questions of a line of context, a neighbouring message's own text ("Wow! Where
+    are you from? Tell me!" -> ["Where are you from?"]; "你们什么时候结的婚？")."""
+    return [q for q in statements.sentences(line) if statements.is_question(q)]

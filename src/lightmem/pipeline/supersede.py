@@ -45,6 +45,7 @@ from lightmem.text import NEGATIONS, STOPWORDS, content_terms
 from lightmem.types import MemoryEntry
 
 __all__ = [
+    "CALENDAR",
     "Detector",
     "DetectorRules",
     "EmbedTexts",
@@ -76,7 +77,8 @@ _TIME = frozenset(
     """last next ago yesterday today tonight tomorrow week weeks month months year years day
     days weekend morning evening night""".split()
 )
-_CALENDAR = frozenset(
+#: The names of the days and months (times, not values).
+CALENDAR = frozenset(
     """monday tuesday wednesday thursday friday saturday sunday january february march april
     may june july august september october november december""".split()
 )
@@ -176,7 +178,7 @@ def slots_in(text: str) -> dict[str, str]:
             named = t.isdigit() or (
                 k > 0 and t[:1].isupper() and low not in statements.FIRST_PERSON
             )
-            if named and low not in _CALENDAR:
+            if named and low not in CALENDAR:
                 if not run:  # the case word, past modifiers ("an old Honda": an)
                     j = k - 1
                     while j > 0 and words[j].lower() in _MODIFIERS:
