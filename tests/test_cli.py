@@ -373,3 +373,27 @@ def test_conflicting_store_paths_are_refused(tmp_path: Path) -> None:
 def test_keys_create_refuses_a_tenant_with_a_line_break(tmp_path: Path) -> None:
     out = run("keys", "create", "--tenant", "bob\n", "--data-dir", str(tmp_path))
     assert out.returncode == 2 and out.stderr.startswith("error: tenant"), out.stderr
+
+
+def test_a_superseded_memory_shows_what_replaced_it(tmp_path: Path) -> None:
+    """``offline-update`` counts supersessions; ``list`` marks the older memory with the
+    date it stopped holding and ``show`` names what replaced it."""
+    store = str(tmp_path / "cli.db")
+    turns = tmp_path / "turns.json"
+    turns.write_text(
+        json.dumps(
+            [
+                {"content": "I live in Boston.", "speaker_name": "Maya", "timestamp": "2024-01-05"},
+                {"content": "We moved to Denver.", "speaker_name": "Maya", "timestamp": "2024-06-09"},
+            ]
+        )
+    )
+    run("--store", store, "add", str(turns))
+    text = run("--store", store, "offline-update").stdout
+    assert text.rstrip().endswith("1 superseded."), text
+    listed = run("--store", store, "list").stdout
+    boston = next(ln for ln in listed.splitlines() if "Boston" in ln)
+    assert "I live in Boston. (until 9 June 2024)" in boston
+    assert "(until" not in next(ln for ln in listed.splitlines() if "Denver" in ln)
+    shown = run("--store", store, "show", boston.rsplit("[", 1)[1].rstrip("]")).stdout
+    assert re.search(r"superseded by: +[0-9a-f]{32} \(until 9 June 2024\)", shown), shown

@@ -199,3 +199,16 @@ def test_prompt_context_tags_a_window_summary_as_the_list_does() -> None:
     assert "(window) " in memory_line(entry)
     topic = replace(entry, metadata={})
     assert format_line(topic).startswith("- (topic) ") and "(topic) " in memory_line(topic)
+
+
+def test_a_refused_jsonl_message_is_named_by_its_line(tmp_path: Path) -> None:
+    """Blank lines do not shift it: the third line is the second message."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"content": "hi"}\n\n{"content": "x", "timestamp": "nope"}\n')
+    out = run("--store", str(tmp_path / "s.db"), "add", str(path))
+    assert out.returncode == 2
+    assert f"file: {path} line 3: messages[1].timestamp" in out.stderr
+    listed = tmp_path / "bad.json"  # a JSON list has no lines to name: its position stays
+    listed.write_text('[{"content": "hi"}, {"content": "x", "timestamp": "nope"}]')
+    out = run("--store", str(tmp_path / "s.db"), "add", str(listed))
+    assert "error: messages[1].timestamp" in out.stderr and "line" not in out.stderr

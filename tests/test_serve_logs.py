@@ -84,10 +84,16 @@ def test_serve_says_where_it_listens_logs_requests_and_stops(tmp_path: Path) -> 
         f"{base}/v1/memories/search",
         json={"query": "anything"},
         headers={"Authorization": f"Bearer {key}"},
-        params={"note": key},  # a key in a query string must not reach the log either
         timeout=120,  # the first request opens the tenant's store and loads the embedder
     )
     assert r.status_code == 200
+    r = httpx.get(  # a key in a query string must not reach the log either
+        f"{base}/v1/memories",
+        params={"user_id": key},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
     log = server.stop()
     assert f"REST API {base}/v1, OpenAPI docs {base}/docs, viewer {base}/ui/" in log
     assert re.search(r"POST /v1/memories/search 200 \d+\.\dms", log), log

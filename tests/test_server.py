@@ -246,6 +246,8 @@ def test_mcp_in_memory_tools(pool: TenantPool) -> None:
                 await c.call_tool("retrieve_memory", {"query": ""})
             with pytest.raises(Exception, match="NotFoundError"):
                 await c.call_tool("get_memory", {"entry_id": "nope"})
+            with pytest.raises(Exception, match="limit"):  # "3" is no integer, as in REST
+                await c.call_tool("retrieve_memory", {"query": "cat", "limit": "3"})
             s = (await c.call_tool("start_task", {"task": "feed the cat"})).structured_content
             done = await c.call_tool(
                 "record_step", {"session_id": s["session_id"], "success": True}
@@ -367,3 +369,34 @@ def test_every_request_is_logged_without_the_key(
     assert re.fullmatch(r"GET /v1/stats 401 \d+\.\dms", lines[1]), lines
     logged = "\n".join(caplog.messages)
     assert key not in logged and key.split("_")[1] not in logged and "secret" not in logged
+
+
+def test_an_unknown_query_parameter_is_refused_naming_it(rest: str, keys: KeyRegistry) -> None:
+    """A misspelt ``entry_id`` on purge must not erase the whole user (it was ignored)."""
+    c = _client(rest, keys.create("acme"))
+    eid = _add(c, "Maya's bike is red.", user_id="maya")[0]
+    _add(c, "Maya's car is blue.", user_id="maya")
+    r = c.delete("/v1/purge", params={"user_id": "maya", "entryid": eid})
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert message.startswith("entryid: unknown query parameter") and "entry_id" in message
+    assert c.get("/v1/stats", params={"user_id": "maya"}).json()["entries"] >= 2
+    for method, path in (("GET", "/v1/memories"), ("DELETE", f"/v1/memories/{eid}")):
+        r = c.request(method, path, params={"usr_id": "maya"})
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("usr_id")
+    assert c.get(f"/v1/memories/{eid}", params={"user_id": "maya"}).status_code == 200
+    ok = c.delete("/v1/purge", params={"user_id": "maya", "entry_id": eid})
+    assert ok.status_code == 200, ok.text
+
+
+def test_rest_refuses_what_the_library_refuses(rest: str, keys: KeyRegistry) -> None:
+    """ "yes" is no boolean and "3" no integer: refused naming the field, not converted."""
+    c = _client(rest, keys.create("acme"))
+    msgs = [{"content": "Maya's bike is red.", "speaker_name": "Ana"}]
+    r = c.post("/v1/memories", json={"messages": msgs, "force_extract": "yes"})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("force_extract")
+    r = c.post("/v1/memories/search", json={"query": "bike", "limit": "3"})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("limit")
+    r = c.post("/v1/memories/search", json={"query": "bike", "filters": {"speaker": 5}})
+    assert r.status_code == 422 and "filters.speaker" in r.json()["error"]["message"]
+    assert c.post("/v1/memories/search", json={"query": "bike", "limit": 3}).status_code == 200

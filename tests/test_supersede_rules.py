@@ -217,3 +217,46 @@ def test_a_relative_is_a_subject_of_their_own(detector: Detector) -> None:
     assert _pairs(detector, [parents, ("Ana", "We moved to Lisbon last month!")]) == []
     moved = ("Ana", "My parents moved to Lisbon now.")
     assert _pairs(detector, [parents, moved]) == [("e0", "e1")]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # a denial closed by "anymore" or "now" takes back the earlier predicate
+        ("I eat meat.", "I don't eat meat anymore.", "earlier statement denied"),
+        ("I smoke about ten cigarettes a day.", "I don't smoke anymore.", "denied"),
+        ("I take the bus to work.", "I never take the bus now, I cycle everywhere.", "denied"),
+        # what a termination ends, or a denial denies, is the earlier named value
+        ("I'm on the audit team at Deloitte.", "I quit Deloitte.", "earlier value ended"),
+        ("I drive a Saab 9-3.", "I sold the Saab.", "earlier value ended"),
+        ("I work at Spotify.", "I\u2019m not at Spotify anymore.", "earlier value ended"),
+        # a correction names the earlier value after "not" and gives another
+        ("My flight to Oslo is on Monday.", "Sorry, I meant Tuesday, not Monday.", "corrected"),
+        ("The party is at 7pm.", "Correction: the party starts at 8pm, not 7.", "corrected"),
+        ("I'm vegan.", "I'm vegetarian, not vegan.", "corrected"),
+    ],
+)
+def test_a_change_takes_back_an_earlier_value_without_giving_another(
+    detector: Detector, old: str, new: str, why: str
+) -> None:
+    found = detector.detect(weekly_entries([("Ana", old), ("Ana", new)]))
+    assert [(f.old.id, f.new.id) for f in found] == [("e0", "e1")]
+    assert why in found[0].why
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("I work at Spotify.", "I don't work on weekends anymore."),  # says more than it
+        ("I work at Spotify.", "I don't like Spotify anymore."),  # another predicate
+        ("I live in Lisbon.", "I don't like Lisbon now."),
+        ("I live in Paris.", "I left Paris."),  # a visit's end as much as a move
+        ("I don't eat meat.", "I don't eat meat anymore."),  # the same negation
+        ("I eat fish.", "I don't eat meat anymore, just fish."),  # another thing denied
+        ("I live in Porto.", "I love it here, not going to lie."),  # no earlier value
+    ],
+)
+def test_what_is_denied_or_ended_must_be_what_was_held(
+    detector: Detector, old: str, new: str
+) -> None:
+    assert _pairs(detector, [("Ana", old), ("Ana", new)]) == []

@@ -13,7 +13,7 @@ from typing import Any
 
 from lightmem.errors import InvalidInputError
 
-__all__ = ["decode_text", "parse_messages"]
+__all__ = ["decode_text", "numbered_messages", "parse_messages"]
 
 # Longest first: the UTF-32-LE mark begins with the UTF-16-LE one.
 _BOMS = (
@@ -55,6 +55,12 @@ def parse_messages(text: str, name: str) -> list[Any]:
     (one object per line, blank lines skipped). A file with nothing in it is refused, as the
     library refuses an empty list: an empty pipe is a mistake more often than a choice.
     Errors name the file and, for JSONL, the line as an editor numbers it."""
+    return numbered_messages(text, name)[0]
+
+
+def numbered_messages(text: str, name: str) -> tuple[list[Any], list[int] | None]:
+    """:func:`parse_messages` with, for JSONL, the line of each message as an editor
+    numbers it (None for JSON), so that a message refused later can be named by its line."""
     if not text.strip():
         raise InvalidInputError(
             f"file: {name} is empty; give a JSON list of messages, one message object, or JSONL"
@@ -64,20 +70,20 @@ def parse_messages(text: str, name: str) -> list[Any]:
     except ValueError as exc:
         return _jsonl(text, name, exc)
     if isinstance(whole, list):
-        return whole
+        return whole, None
     if isinstance(whole, dict):
         if "messages" in whole and isinstance(whole["messages"], list):
             raise InvalidInputError(
                 f'file: {name} holds an object with a "messages" list; give the list itself '
                 f"(a JSON list of messages, or JSONL)"
             )
-        return [whole]
+        return [whole], None
     raise InvalidInputError(
         f"file: {name} must hold a list of messages, got a JSON {type(whole).__name__}"
     )
 
 
-def _jsonl(text: str, name: str, whole_error: ValueError) -> list[Any]:
+def _jsonl(text: str, name: str, whole_error: ValueError) -> tuple[list[Any], list[int]]:
     # "\n" alone ends a line: str.splitlines would also split at U+2028 and other
     # characters a JSON string may hold unescaped.
     numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
@@ -91,4 +97,4 @@ def _jsonl(text: str, name: str, whole_error: ValueError) -> list[Any]:
                 # somewhere; the whole-file parser says where.
                 raise InvalidInputError(f"file: {name} is not JSON: {whole_error}") from None
             raise InvalidInputError(f"file: {name} line {n} is not JSON: {exc}") from None
-    return out
+    return out, [n for n, _ in numbered]

@@ -4,6 +4,7 @@ update, delete, restore, purge, offline-update, summarize, stats."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -11,8 +12,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lightmem.cli.args import global_options
-from lightmem.cli.files import decode_text, parse_messages
+from lightmem.cli.files import decode_text, numbered_messages
 from lightmem.cli.output import (
+    one_line,
     print_entries,
     print_entry,
     print_history,
@@ -24,6 +26,7 @@ from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.fluxmem import FluxMemAgent
 from lightmem.memory import LightMemory
 from lightmem.pipeline.messages import assign_ids
+from lightmem.types import MemoryEntry
 
 __all__ = ["check_args", "resolve_id", "run", "scope_of"]
 
@@ -45,12 +48,15 @@ def check_args(args: argparse.Namespace) -> None:
     ``add`` that is the file too: it is read and every message checked here, and kept in
     ``args.messages``, so a file that cannot be added leaves no new store behind."""
     if args.command == "add":
-        raw = _read_messages(args.file)
+        raw, lines = _read_messages(args.file)
         # Ids are those of each turn's place in its batch (what earlier versions stored, so
         # re-adding a file they added is still a no-op), but a turn repeated at the same
         # place of two batches ("thanks") is two turns: the repeat takes its place in the
         # file. assign_ids also makes add_memory's checks, naming positions in the file.
-        args.messages = assign_ids(raw, batch=args.batch)
+        try:
+            args.messages = assign_ids(raw, batch=args.batch)
+        except InvalidInputError as exc:
+            raise _on_line(exc, args.file, lines) from None
         return
     if args.command != "purge":
         return
@@ -201,7 +207,7 @@ def _cmd_history(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int
 def _cmd_update(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     entry = mem.update(resolve_id(mem, args.id, scope), args.text, **scope)
-    line = f"Updated [{short_id(entry.id)}] to version {entry.version}: {entry.text}"
+    line = f"Updated [{short_id(entry.id)}] to version {entry.version}: {_said(entry)}"
     return _emit(out, args, entry.to_dict(), line)
 
 
@@ -223,7 +229,7 @@ def _cmd_restore(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int
     except NotFoundError as exc:
         # an id of a deleted memory must be whole: a short one cannot be completed
         raise NotFoundError(f"{exc}{_deleted_hint(args.id)}") from exc
-    line = f"Restored [{short_id(entry.id)}] as version {entry.version}: {entry.text}"
+    line = f"Restored [{short_id(entry.id)}] as version {entry.version}: {_said(entry)}"
     return _emit(out, args, entry.to_dict(), line)
 
 
@@ -253,9 +259,14 @@ def _cmd_offline_update(mem: LightMemory, args: argparse.Namespace, out: TextIO)
     out.write(
         f"Queued {queued} memories with their nearest neighbours; compared {report.pairs} "
         f"pairs above similarity {args.score_threshold}: {len(report.updated)} updated, "
-        f"{len(report.deleted)} deleted.\n"
+        f"{len(report.deleted)} deleted, {len(report.superseded)} superseded.\n"
     )
     return 0
+
+
+def _said(entry: MemoryEntry) -> str:
+    """A memory's own words on one line, as lists print them (not the compact prompt text)."""
+    return one_line(entry.original_text or entry.text)
 
 
 def _cmd_summarize(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
@@ -307,7 +318,19 @@ def _resolve_any(mem: LightMemory, given: str, scope: dict[str, Any]) -> str:
         return given
 
 
-def _read_messages(path: str) -> list[Any]:
+_MESSAGE_AT = re.compile(r"messages\[(\d+)\]")
+
+
+def _on_line(exc: InvalidInputError, path: str, lines: list[int] | None) -> InvalidInputError:
+    """``exc`` naming, in a JSONL file, the line of the message it names by position."""
+    m = _MESSAGE_AT.match(str(exc))
+    if lines is None or m is None or int(m.group(1)) >= len(lines):
+        return exc
+    name = "standard input" if path == "-" else path
+    return InvalidInputError(f"file: {name} line {lines[int(m.group(1))]}: {exc}")
+
+
+def _read_messages(path: str) -> tuple[list[Any], list[int] | None]:
     name = "standard input" if path == "-" else path
     try:
         if path == "-":
@@ -318,7 +341,7 @@ def _read_messages(path: str) -> list[Any]:
     except OSError as exc:
         raise InvalidInputError(f"file: cannot read {path}: {exc}") from exc
     text = decode_text(raw, name) if isinstance(raw, bytes) else raw
-    return parse_messages(text, name)
+    return numbered_messages(text, name)
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from lightmem.pipeline import validity
 from lightmem.types import HistoryEvent, MemoryEntry, RetrievalResult
 
 __all__ = [
@@ -38,12 +39,13 @@ def one_line(text: str, width: int = TEXT_WIDTH) -> str:
 
 def memory_line(entry: MemoryEntry) -> str:
     """``2024-03-02  Maya: I'm vegetarian ...  [a5dc822e]``: what was said, in its words
-    (the compact prompt text only when no original is kept)."""
+    (the compact prompt text only when no original is kept), with ``(until 9 June 2023)``
+    when a later memory superseded it."""
     when = entry.timestamp.date().isoformat() if entry.timestamp else "undated   "
     who = f"{entry.speaker}: " if entry.speaker and entry.kind == "entry" else ""
     text = one_line(entry.original_text or entry.text)
     mark = f"{entry.mark} " if entry.mark else ""
-    return f"{when}  {mark}{who}{text}  [{short_id(entry.id)}]"
+    return f"{when}  {mark}{who}{text}{validity.label(entry)}  [{short_id(entry.id)}]"
 
 
 def print_json(out: TextIO, data: Any) -> None:
@@ -76,15 +78,17 @@ def print_entries(out: TextIO, entries: Sequence[MemoryEntry], as_json: bool, em
 def print_entry(out: TextIO, entry: MemoryEntry, sources: Sequence[dict[str, Any]]) -> None:
     """One memory in full, with the turns it came from."""
     out.write(memory_line(entry) + "\n")
-    fields = (
+    fields: tuple[tuple[str, str], ...] = (
         ("id", entry.id),
         ("kind", entry.kind),
         ("version", str(entry.version)),
         ("scope", entry.scope.label()),
         ("prompt text", entry.text),
     )
+    if entry.superseded_by:  # what replaced it, and from when
+        fields += (("superseded by", f"{entry.superseded_by}{validity.label(entry)}"),)
     for name, value in fields:
-        out.write(f"  {name + ':':<13}{value}\n")
+        out.write(f"  {name + ':':<15}{value}\n")
     if sources:
         out.write("  source turns:\n")
     for m in sources:

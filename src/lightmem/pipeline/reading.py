@@ -33,6 +33,8 @@ class Reading:
     #: "Hendrik, my cousin, moved": ruth, hendrik): what is said is that person's, while
     #: who the relation is stays the speaker's fact ("Leon, my roommate, cooks")
     named: str = ""
+    #: what a correction says was not so ("I meant Gatwick, not Heathrow": heathrow)
+    contrast: tuple[str, ...] = ()
 
     @property
     def asserts(self) -> bool:

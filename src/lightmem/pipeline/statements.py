@@ -39,12 +39,15 @@ __all__ = [
     "SELF",
     "TITLES",
     "Reading",
+    "contrast",
+    "denied",
     "ended",
     "heads",
     "is_question",
     "marks_change",
     "named_relation",
     "narrates_past",
+    "negated",
     "past_verbs",
     "present_words",
     "read",
@@ -151,6 +154,8 @@ _CHANGE_PHRASES = (
     # a return to an earlier value ("moved back to Innsbruck", "back to being vegetarian")
     "back to",
 )
+#: Change phrases that close a negation rather than fall under one.
+_DENIALS = frozenset({"anymore", "any more"})
 #: Particles that give a change verb another sense ("dropped off", "stopped by", "moved
 #: by the film"): the verb then marks no change.
 _NOT_CHANGE_AFTER: dict[str, frozenset[str]] = {
@@ -277,17 +282,19 @@ def read(sentence: str, speaker: str, names: Collection[str]) -> Reading:
     if statements_zh.applies(sentence):
         return statements_zh.read(sentence, speaker, names)
     core, toks, who, irrealis, additive, reported = _who_and_mood(sentence, speaker, names)
+    corrected = contrast(core)  # "X, not Y" takes back Y: a change with no other marker
     return Reading(
         core,
         who,
         irrealis,
         additive,
         reported,
-        marks_change(toks),
+        marks_change(toks) or bool(corrected),
         narrates_past(toks),
         ended(core),
         heads(toks, names),
         named_relation(core, names),
+        corrected,
     )
 
 
@@ -361,14 +368,16 @@ def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
     return frozenset(out)
 
 
-def ended(text: str) -> tuple[str, ...]:
+def ended(text: str, *, leaving: bool = True) -> tuple[str, ...]:
     """The words a termination marker applies to, up to the end of its clause ("I
-    dropped accounting and switched to biology": accounting)."""
-    parts = re.findall(r"[\w']+|[,;:()\u2013\u2014-]", text.lower())
+    dropped accounting and switched to biology": accounting). ``leaving=False`` leaves
+    out what "left" applies to: one leaves a job, but also a city at the end of a visit."""
+    parts = _parts(text)
+    markers = _ENDING if leaving else [m for m in _ENDING if m != ("left",)]
     out: list[str] = []
     k = 0
     while k < len(parts):
-        n = next((len(m) for m in _ENDING if parts[k : k + len(m)] == list(m)), 0)
+        n = next((len(m) for m in markers if parts[k : k + len(m)] == list(m)), 0)
         if not n:
             k += 1
             continue
@@ -377,6 +386,54 @@ def ended(text: str) -> tuple[str, ...]:
             out.append(parts[k])
             k += 1
     return tuple(out)
+
+
+def _parts(text: str) -> list[str]:
+    """Lower-cased words and the punctuation that ends a clause."""
+    return re.findall(r"[\w'\u2019]+|[,;:()\u2013\u2014-]", text.lower().replace("\u2019", "'"))
+
+
+def denied(text: str) -> tuple[str, ...]:
+    """The words between a negation and the "anymore", "any more" or "now" closing it in
+    one clause ("I don't eat meat anymore": eat meat; "Not a biker anymore": a biker; "I
+    never take the bus now": take the bus)."""
+    parts = _parts(text)
+    out: list[str] = []
+    for k, t in enumerate(parts):
+        if t in ("anymore", "now") or (t == "more" and k and parts[k - 1] == "any"):
+            end = k - 1 if t == "more" else k
+            j = end - 1
+            while j >= 0 and parts[j] not in _CLAUSE_ENDS and not _negation(parts[j]):
+                j -= 1
+            if j >= 0 and _negation(parts[j]):
+                out.extend(parts[j + 1 : end])
+    return tuple(out)
+
+
+def negated(text: str) -> bool:
+    """Does ``text`` hold a negation ("not", "never", "don't", ...)?"""
+    return any(_negation(w) for w in _parts(text))
+
+
+def _negation(word: str) -> bool:
+    return word in NEGATIONS or word.endswith("n't")
+
+
+def contrast(text: str) -> tuple[str, ...]:
+    """What a correction says was not so: the words of a clause that opens with "not"
+    after a comma, up to three ("I meant Gatwick, not Heathrow": heathrow; "the party
+    starts at 8pm, not 7": 7)."""
+    parts = _parts(text)
+    for k in range(1, len(parts) - 1):
+        if parts[k] == "not" and parts[k - 1] == ",":
+            words = []
+            for w in parts[k + 1 :]:
+                if w in _CLAUSE_ENDS:
+                    break
+                words.append(w)
+            if 0 < len(words) <= 3:
+                return tuple(words)
+    return ()
 
 
 def heads(toks: list[str], names: Collection[str]) -> tuple[str, ...]:
@@ -512,7 +569,8 @@ def marks_change(toks: list[str]) -> bool:
     for phrase in _CHANGE_PHRASES:
         words = phrase.split()
         for k in range(len(toks) - len(words) + 1):
-            if toks[k : k + len(words)] == words and not _negated(toks, k):
+            # "anymore" wants a negation ("I don't smoke anymore"): not one it is under
+            if toks[k : k + len(words)] == words and (phrase in _DENIALS or not _negated(toks, k)):
                 return True
     for k, t in enumerate(toks):
         prev = toks[k - 1] if k else ""

@@ -17,7 +17,10 @@ additions, reported speech, change markers, events vs states) is
   earlier one's (each word to its closest counterpart by the embedder's word vectors:
   "moved to Denver" after "I live in Boston"); or the **same statement with another
   value** (no marker needed: "my favourite band is Muse" / "... is Blur": most words
-  shared and exactly the value words differ);
+  shared and exactly the value words differ); or a marked change that **takes the
+  earlier value back** without giving another: it ends or denies exactly what the earlier
+  one held ("I quit Deloitte", "I don't eat meat anymore") or says it was "not" so ("I
+  meant Tuesday, not Monday");
 - the newer one says something new (a repeat is not a change).
 
 Newer entries are decided oldest first, each against earlier entries not yet replaced,
@@ -335,6 +338,9 @@ class Detector:
     ) -> Supersession | None:
         o, n = old_f.entry, new_f.entry
         old_names, new_names = old.named(new), new.named(old)
+        why = _taken_back(old, new, old_names)
+        if why:
+            return Supersession(o, n, 1.0, why)
         if not old.stems - new.stems and not _returns(old, new, old_names, new_names):
             return None  # it says nothing the change could replace
         if new_names:
@@ -355,6 +361,8 @@ class Detector:
         ends = stems(" ".join(new.reading.ended)) & old.stems
         ends = ends or statements_zh.shared_chars(new.reading.ended, old.stems)
         same_head = stems(" ".join(new.reading.heads)) & stems(" ".join(old.reading.heads))
+        if statements.negated(new.reading.text):
+            same_head = set()  # "I don't work weekends anymore" says nothing else of "work"
         if not ends and not same_head:
             return None
         sim = self._match(old, new, vectors)
@@ -412,6 +420,42 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
         said(change, newer=True) if change else None,
         said(state, newer=True) if state and not change else None,
     )
+
+
+def _taken_back(old: _Said, new: _Said, old_names: frozenset[str]) -> str:
+    """Why a marked change takes back what an earlier (not negated) statement held, even
+    with no other value given, or "": what it ends or denies ("I quit Deloitte", "I sold
+    the Saab", "I'm not at Spotify anymore", "I don't eat meat anymore", "I never take the
+    bus now") is the earlier named value or predicate, and says nothing the earlier one
+    did not ("I don't like Spotify anymore" or "I don't work weekends anymore" take back
+    no "I work at Spotify"; what "left" applies to is left out: one leaves a city after a
+    visit); or it says, after "not", that the earlier value was not so ("I meant Tuesday,
+    not Monday", "8pm, not 7" after "at 7pm")."""
+    if statements.negated(old.reading.text):
+        return ""  # "I don't eat meat" is not taken back by "I don't eat meat anymore"
+    text = new.reading.text
+    heads = stems(" ".join(old.reading.heads))
+    for span in (statements.ended(text, leaving=False), statements.denied(text)):
+        said = stems(" ".join(w for w in span if not any(w in n.split() for n in old_names)))
+        if not said <= old.stems:
+            continue
+        if any(set(n.split()) & set(span) for n in old_names):
+            return "earlier value ended"
+        if heads and heads <= said:
+            return "earlier statement denied"
+    taken = [w for w in new.reading.contrast if w not in STOPWORDS]
+    if taken and all(_held(w, old) for w in taken):
+        return "earlier value corrected"
+    return ""
+
+
+def _held(word: str, old: _Said) -> bool:
+    """Is ``word`` of the earlier statement: one of its stems or named values, or the
+    number of one ("7" of "7pm")?"""
+    own = stems(word)
+    if (own and own <= old.stems) or word in old.names:
+        return True
+    return word.isdigit() and any(re.fullmatch(rf"{word}[a-z]*", s) for s in old.stems)
 
 
 def _returns(old: _Said, new: _Said, old_names: frozenset[str], new_names: frozenset[str]) -> bool:

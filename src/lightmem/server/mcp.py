@@ -127,7 +127,9 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         ] = None,
         force_extract: Annotated[
             bool,
-            Field(description="Extract memories now instead of when the buffer fills."),
+            Field(
+                strict=True, description="Extract memories now instead of when the buffer fills."
+            ),
         ] = False,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -186,14 +188,17 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     @_tool_errors
     def retrieve_memory(
         query: Annotated[str, Field(description=schemas.QUERY)],
-        limit: Annotated[int, Field(description=schemas.LIMIT, ge=1, le=MAX_LIMIT)] = 10,
+        limit: Annotated[
+            int, Field(strict=True, description=schemas.LIMIT, ge=1, le=MAX_LIMIT)
+        ] = 10,
         filters: Annotated[MemoryFilters | None, Field(description=schemas.FILTERS)] = None,
         mode: Annotated[Mode | None, Field(description=schemas.MODE)] = None,
         budget_tokens: Annotated[
-            int | None, Field(description=schemas.BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS)
+            int | None,
+            Field(strict=True, description=schemas.BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS),
         ] = None,
-        full: Annotated[bool, Field(description=schemas.FULL)] = False,
-        all_scopes: Annotated[bool, Field(description=schemas.ALL_SCOPES)] = False,
+        full: Annotated[bool, Field(strict=True, description=schemas.FULL)] = False,
+        all_scopes: Annotated[bool, Field(strict=True, description=schemas.ALL_SCOPES)] = False,
         as_of: Annotated[str | None, Field(description=schemas.AS_OF)] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -220,11 +225,17 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     @_tool_errors
     def list_memories(
         filters: Annotated[MemoryFilters | None, Field(description=schemas.FILTERS)] = None,
-        limit: Annotated[int, Field(description=schemas.LIMIT, ge=1, le=1000)] = 50,
+        limit: Annotated[int, Field(strict=True, description=schemas.LIMIT, ge=1, le=1000)] = 50,
         offset: Annotated[
-            int, Field(description="Memories to skip (for the next page).", ge=0, le=MAX_OFFSET)
+            int,
+            Field(
+                strict=True,
+                description="Memories to skip (for the next page).",
+                ge=0,
+                le=MAX_OFFSET,
+            ),
         ] = 0,
-        all_scopes: Annotated[bool, Field(description=schemas.ALL_SCOPES)] = False,
+        all_scopes: Annotated[bool, Field(strict=True, description=schemas.ALL_SCOPES)] = False,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -275,7 +286,9 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     @_tool_errors
     def restore_memory(
         entry_id: EntryId,
-        version: Annotated[int | None, Field(description=schemas.VERSION, ge=1)] = None,
+        version: Annotated[
+            int | None, Field(strict=True, description=schemas.VERSION, ge=1)
+        ] = None,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
@@ -311,11 +324,13 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     @_tool_errors
     def offline_update(
         score_threshold: Annotated[
-            float, Field(description=schemas.SCORE_THRESHOLD, ge=-1.0, le=1.0)
+            float, Field(strict=True, description=schemas.SCORE_THRESHOLD, ge=-1.0, le=1.0)
         ] = 0.8,
-        top_k: Annotated[int, Field(description=schemas.TOP_K, ge=1, le=MAX_TOP_K)] = 20,
+        top_k: Annotated[
+            int, Field(strict=True, description=schemas.TOP_K, ge=1, le=MAX_TOP_K)
+        ] = 20,
         keep_top_n: Annotated[
-            int, Field(description=schemas.KEEP_TOP_N, ge=1, le=MAX_KEEP_TOP_N)
+            int, Field(strict=True, description=schemas.KEEP_TOP_N, ge=1, le=MAX_KEEP_TOP_N)
         ] = 10,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -380,7 +395,8 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     def start_task(
         task: TaskArg,
         max_rounds: Annotated[
-            int | None, Field(description="Repair rounds allowed before giving up.", ge=1)
+            int | None,
+            Field(strict=True, description="Repair rounds allowed before giving up.", ge=1),
         ] = None,
     ) -> dict[str, Any]:
         """FluxMem: call it when beginning a multi-step task; returns a session_id and the
@@ -391,13 +407,15 @@ def _fluxmem_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
     @_tool_errors
     def record_step(
         session_id: Annotated[str, Field(description="The id start_task returned.")],
-        success: Annotated[bool, Field(description="Whether acting on the context worked.")],
+        success: Annotated[
+            bool, Field(strict=True, description="Whether acting on the context worked.")
+        ],
         result: Annotated[str | None, Field(description="What happened (free text).")] = None,
         feedback: Annotated[StepFeedbackArg, Field(description=schemas.FEEDBACK)] = None,
         actions: Annotated[
             list[str] | None, Field(description="The actions you took, in order.")
         ] = None,
-        step: Annotated[int | None, Field(description=schemas.STEP, ge=0)] = None,
+        step: Annotated[int | None, Field(strict=True, description=schemas.STEP, ge=0)] = None,
     ) -> dict[str, Any]:
         """FluxMem: report the outcome of acting on the context. On failure the graph is
         repaired and a new context returned; on success (or when rounds run out) the

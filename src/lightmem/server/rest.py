@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lightmem.errors import (
     ConfigError,
+    InvalidInputError,
     LightMemError,
 )
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
@@ -80,7 +81,8 @@ MAX_IN_FLIGHT = 8
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "yes" is no boolean and "3" no integer, as in the library and the MCP tools
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ScopeFields(_Body):
@@ -163,6 +165,7 @@ def create_app(
         title="lightmem",
         version="0.1.0",
         description="Long-term memory for LLM agents (LightMem + FluxMem).",
+        dependencies=[Depends(_known_query)],
     )
 
     app.state.pool = pool
@@ -426,6 +429,40 @@ def _tenant(
 # "function": the slot is given back before the answer is sent, so a client that sends its
 # next request on reading an answer is never refused for the one it just had answered.
 TenantDep = Annotated[Tenant, Depends(_tenant, scope="function")]
+
+
+def _known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take, naming it: ignored, a misspelt
+    ``entry_id`` on ``DELETE /v1/purge`` would erase the whole user instead of one entry."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    if path is None:
+        return
+    taken = _query_names(request.app).get((path, request.method.lower()))
+    if taken is None:
+        return  # a route outside the schema (the redirect to the viewer)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        allowed = ", ".join(sorted(taken)) or "none"
+        raise InvalidInputError(
+            f"{unknown[0]}: unknown query parameter (this route takes: {allowed})"
+        )
+
+
+def _query_names(app: FastAPI) -> dict[tuple[str, str], frozenset[str]]:
+    """Each route's (path, method) with the query parameters it declares, read once from
+    the app's OpenAPI schema."""
+    names: dict[tuple[str, str], frozenset[str]] | None = getattr(app.state, "query_names", None)
+    if names is None:
+        names = {
+            (path, method): frozenset(
+                p["name"] for p in op.get("parameters", ()) if p.get("in") == "query"
+            )
+            for path, ops in app.openapi().get("paths", {}).items()
+            for method, op in ops.items()
+        }
+        app.state.query_names = names
+    return names
 
 
 def _query_scope(

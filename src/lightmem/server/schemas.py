@@ -61,7 +61,7 @@ TIME_WINDOW_PATTERN = r"^[0-9]+(\.[0-9]+)?[smhdw]$"
 class MemoryFilters(BaseModel):
     """Retrieval and listing filters; every field is optional and they combine with AND."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     time_from: str | None = Field(
         None, description="Only memories at or after this time (ISO 8601, e.g. '2024-03-01')."
