@@ -380,13 +380,9 @@ def test_a_superseded_memory_shows_what_replaced_it(tmp_path: Path) -> None:
     date it stopped holding and ``show`` names what replaced it."""
     store = str(tmp_path / "cli.db")
     turns = tmp_path / "turns.json"
+    said = [("I live in Boston.", "2024-01-05"), ("We moved to Denver.", "2024-06-09")]
     turns.write_text(
-        json.dumps(
-            [
-                {"content": "I live in Boston.", "speaker_name": "Maya", "timestamp": "2024-01-05"},
-                {"content": "We moved to Denver.", "speaker_name": "Maya", "timestamp": "2024-06-09"},
-            ]
-        )
+        json.dumps([{"content": c, "speaker_name": "Maya", "timestamp": t} for c, t in said])
     )
     run("--store", store, "add", str(turns))
     text = run("--store", store, "offline-update").stdout

@@ -174,6 +174,26 @@ def test_add_knowledge_refuses_a_document_it_would_drop_or_change(
         assert [nodes[i].data["source"] for i in ids] == ["notes", "manual"]
 
 
+@pytest.mark.parametrize(
+    ("steps", "episodes", "field"),
+    [
+        (1, (), "steps"),  # was a raw TypeError
+        ({"open the door": 1}, (), "steps"),  # was stored as its keys
+        ("open the door", (), "steps"),
+        (["open the door"], 1, "episodes"),
+        (["open the door"], [["e1"]], "episodes"),  # was a StoreError from the database
+    ],
+)
+def test_add_skill_refuses_steps_and_episodes_that_are_no_lists_of_text(
+    tmp_path: Path, steps: Any, episodes: Any, field: str
+) -> None:
+    with FluxMemAgent.open(tmp_path / "k.db") as agent:
+        with pytest.raises(InvalidInputError, match=f"^{field}: expected"):
+            agent.add_skill("door", steps, episodes=episodes)
+        assert agent.stats()["procedural_nodes"] == 0
+        assert agent.add_skill("door", ("open the door", "go east"))
+
+
 # -- the concurrency bench says which errors its readers met (review finding 23) ------------
 def test_the_concurrency_reader_reports_the_kind_of_each_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -30,6 +30,7 @@ __all__ = [
     "positive_int",
     "query",
     "scope",
+    "texts",
     "time_window",
     "whole_number",
 ]
@@ -151,6 +152,19 @@ def time_window(value: object) -> timedelta:
             f"seconds or a timedelta), got {value!r}"
         )
     return timedelta(seconds=seconds)
+
+
+def texts(name: str, value: object, *, empty: bool = False) -> list[str]:
+    """``value`` as a list of non-empty strings: a list or tuple of them (``empty``: it may
+    have none); a string, a mapping or anything else is refused naming ``name``."""
+    if (
+        not isinstance(value, list | tuple)
+        or (not value and not empty)
+        or not all(isinstance(x, str) and x.strip() for x in value)
+    ):
+        what = "a list" if empty else "a non-empty list"
+        raise InvalidInputError(f"{name}: expected {what} of non-empty strings, got {value!r:.80}")
+    return list(value)
 
 
 def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:

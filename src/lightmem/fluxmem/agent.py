@@ -172,13 +172,9 @@ class FluxMemAgent:
         check_value(episodes, "episodes", strict=False)
         if not isinstance(name, str) or not name.strip():
             raise InvalidInputError("name: expected a non-empty string")
-        if (
-            isinstance(steps, str)
-            or not steps
-            or not all(isinstance(x, str) and x.strip() for x in steps)
-        ):
-            raise InvalidInputError("steps: expected a non-empty list of non-empty strings")
-        found = self.graph.get_nodes(list(episodes))
+        steps = validate.texts("steps", steps)
+        episodes = validate.texts("episodes", episodes, empty=True)
+        found = self.graph.get_nodes(episodes)
         for i, ep in enumerate(episodes):
             if ep not in found or found[ep].kind != "episodic":
                 raise InvalidInputError(f"episodes[{i}]: no episode {ep!r}")
