@@ -393,3 +393,20 @@ def test_a_superseded_memory_shows_what_replaced_it(tmp_path: Path) -> None:
     assert "(until" not in next(ln for ln in listed.splitlines() if "Denver" in ln)
     shown = run("--store", store, "show", boston.rsplit("[", 1)[1].rstrip("]")).stdout
     assert re.search(r"superseded by: +[0-9a-f]{32} \(until 9 June 2024\)", shown), shown
+
+
+def test_a_store_of_several_users_is_read_whole_with_all_scopes(tmp_path: Path) -> None:
+    """The refusal names the command line's options, and ``--all-scopes`` exists."""
+    store = str(tmp_path / "cli.db")
+    for user, text in (("maya", "My knee hurts."), ("leo", "My knee is fine.")):
+        turn = tmp_path / f"{user}.json"
+        turn.write_text(json.dumps([{"content": text, "speaker_name": user}]))
+        assert run("--store", store, "--user-id", user, "add", str(turn)).returncode == 0
+    refused = run("--store", store, "search", "knee")
+    assert refused.returncode == 2
+    assert "give --user-id to read one user's" in refused.stderr
+    assert "or --all-scopes to read every user's" in refused.stderr
+    found = run("--store", store, "search", "knee", "--all-scopes").stdout
+    assert "My knee hurts." in found and "My knee is fine." in found
+    listed = run("--store", store, "list", "--all-scopes").stdout
+    assert "My knee hurts." in listed and "My knee is fine." in listed

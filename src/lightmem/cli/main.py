@@ -18,6 +18,7 @@ from lightmem.pipeline.messages import MAX_MESSAGES
 
 __all__ = ["main"]
 
+_ALL_SCOPES = "read every user's, agent's and run's memories (a store holding several)"
 _DSN_HELP = "PostgreSQL DSN: tenants and keys there instead of --data-dir (or $LIGHTMEM_PG_DSN)"
 
 
@@ -75,12 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--budget-tokens", type=count(1))
     s.add_argument("--speaker")
     s.add_argument("--context", action="store_true", help="print formatted prompt context")
+    s.add_argument("--all-scopes", action="store_true", help=_ALL_SCOPES)
 
     ls = _memory_command(sub, "list", "list memories in time order (paginated)")
     ls.add_argument("--limit", type=count(1), default=20)
     ls.add_argument("--offset", type=count(0), default=0)
     ls.add_argument("--kind", choices=["entry", "event", "summary"])
     ls.add_argument("--speaker")
+    ls.add_argument("--all-scopes", action="store_true", help=_ALL_SCOPES)
 
     sh = _memory_command(sub, "show", "show one memory with its source turns")
     sh.add_argument("id", help="the id, or the short id the other commands print")
@@ -176,13 +179,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a reader that went away (``| head``) shows here, not at exit
         return code
     except LightMemError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_in_flags(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         _drop_stdout()
         return _BROKEN_PIPE
+
+
+def _in_flags(message: str) -> str:
+    """A library message's advice in the command line's words: the options, not keywords."""
+    return message.replace("give user_id to", "give --user-id to").replace(
+        "all_scopes=True", "--all-scopes"
+    )
 
 
 def _drop_stdout() -> None:

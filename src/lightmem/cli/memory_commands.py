@@ -154,6 +154,7 @@ def _cmd_search(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
         "filters": filters,
         "mode": args.mode,
         "budget_tokens": args.budget_tokens,
+        "all_scopes": args.all_scopes,
         **scope_of(args),
     }
     if args.context:
@@ -171,7 +172,11 @@ def _cmd_list(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     if args.speaker:
         filters["speaker"] = args.speaker
     entries = mem.list_entries(
-        filters or None, limit=args.limit, offset=args.offset, **scope_of(args)
+        filters or None,
+        limit=args.limit,
+        offset=args.offset,
+        all_scopes=args.all_scopes,
+        **scope_of(args),
     )
     print_entries(out, entries, args.json, "No memories in this scope.")
     if not args.json and len(entries) == args.limit:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib.util
 import json
 import os
 import socket
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 from lightmem.cli.args import load_config, read_config
+from lightmem.embed.base import importable
 from lightmem.errors import BackendError, InvalidInputError
 from lightmem.server.env import (
     DEFAULT_MAX_BODY,
@@ -31,18 +31,11 @@ SERVER_MODULES = ("fastapi", "uvicorn", "fastmcp", "threadpoolctl")
 def require_server_extra(what: str, *also: str) -> None:
     """Refuse to start ``what`` when a module of the ``server`` extra (or one of ``also``) is
     missing, with the pip line, rather than fail on an import halfway through."""
-    missing = [m for m in (*SERVER_MODULES, *also) if not _importable(m)]
+    missing = [m for m in (*SERVER_MODULES, *also) if not importable(m)]
     if missing:
         raise BackendError(
             f"{what} needs: pip install 'lightmem[server]' (not installed: {', '.join(missing)})"
         )
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a finder that refuses it; a broken module entry
-        return False
 
 
 def dispatch(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "PROGRESS",
     "PURITY",
+    "STOP",
     "fits_toward",
     "heads_for",
     "places",
@@ -28,7 +29,8 @@ __all__ = [
     "toward_rule",
 ]
 
-_STOP = frozenset("a an the in on to of with from into at and or for is it".split())
+#: Words a step or a direction shares with anything: no match on them.
+STOP = frozenset("a an the in on to of with from into at and or for is it".split())
 _SENT = re.compile(r"(?<=[.:;!?])\s+")
 _LIST = re.compile(r",\s*|\s+and\s+")
 #: The plain-text verdict that marks progress in a run's observations.
@@ -41,7 +43,7 @@ def places(read_lines: Sequence[str]) -> dict[str, set[str]]:
     """The map in ``read_lines``: place -> linked places (both ways)."""
     df: Counter[str] = Counter()
     for ln in read_lines:
-        df.update({w for w in re.findall(r"[a-z-]+", ln) if w not in _STOP})
+        df.update({w for w in re.findall(r"[a-z-]+", ln) if w not in STOP})
     for pivot, n in sorted(df.items(), key=lambda kv: (-kv[1], kv[0])):
         if n < 3:
             break
@@ -68,9 +70,9 @@ def places(read_lines: Sequence[str]) -> dict[str, set[str]]:
 
 def _phrase(text: str) -> str:
     words = [w for w in text.strip(" .,;:").split()]
-    while words and words[0] in _STOP:
+    while words and words[0] in STOP:
         words = words[1:]
-    while words and words[-1] in _STOP:
+    while words and words[-1] in STOP:
         words = words[:-1]
     return " ".join(words) if 0 < len(words) <= 3 else ""
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightmem.fluxmem.meaning import Meaning
-from lightmem.fluxmem.routes import fits_toward, toward_rule
+from lightmem.fluxmem.routes import STOP, fits_toward, toward_rule
 from lightmem.fluxmem.types import Node
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "usual",
 ]
 
-_STOP = frozenset("a an the in on to of with from into at and or for is it".split())
 _SLOT = re.compile(r"<(read|seen|head|pick)(\d+)>")
 _SPLIT = re.compile(r"\n+|\s{2,}|(?<=[.:;!?])\s+")
 MAX_SPAN = 4
@@ -140,7 +139,7 @@ def _span(words: Sequence[str], i: int, text: str, kind: str) -> tuple[str, str,
         phrase = " ".join(words[i:j])
         # A name does not end in a stop word: "white coat in" seen in "You put the white
         # coat in the hanger" is "white coat" followed by the action's own "in".
-        if words[j - 1].lower() in _STOP:
+        if words[j - 1].lower() in STOP:
             continue
         if _has(text, phrase):
             return kind, phrase, j
@@ -510,10 +509,10 @@ def _votes(rule: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float]:
     table: Mapping[str, Mapping[str, int]] = rule.get("table", {})
     if not keys or any(k in table for k in keys):
         return {}
-    mine = {w for k in keys for w in k.split() if w not in _STOP}
+    mine = {w for k in keys for w in k.split() if w not in STOP}
     votes: dict[str, float] = defaultdict(float)
     for key, counts in table.items():
-        theirs = {w for w in key.split() if w not in _STOP}
+        theirs = {w for w in key.split() if w not in STOP}
         shared = len(mine & theirs) / len(mine | theirs) if mine | theirs else 0.0
         if shared:
             total = sum(counts.values())

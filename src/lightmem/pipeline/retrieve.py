@@ -235,7 +235,7 @@ class Retriever:
         qv = self._embedder.embed([query], op="retrieve")[0] if p.mode != "context" else None
         got = Candidates(self._store)
         lists = self._rankings(query, scope, f, p, p.mode, qv)
-        fused = fuse(lists, p.rrf_k)
+        fused = _fuse(lists, p.rrf_k)
         own_qv = qv
         if fused and qv is not None and len(lists) == 2:  # hybrid: rank fusion already
             again = self._nameless(query, scope, f, p, lists, fused, got)
@@ -287,7 +287,7 @@ class Retriever:
         terms = [t for t in content_terms(query) if without_possessive(t) not in named]
         own = [replace(f, speaker=n) for n in names]
         return [
-            (p.speaker_focus, fuse(self._rankings(query, scope, g, p, p.mode, qv, terms), p.rrf_k))
+            (p.speaker_focus, _fuse(self._rankings(query, scope, g, p, p.mode, qv, terms), p.rrf_k))
             for g in own
         ]
 
@@ -397,7 +397,7 @@ class Retriever:
         terms: Sequence[str] | None = None,
     ) -> list[tuple[float, list[ScoredId]]]:
         """Dense and BM25 rankings of ``query`` with their weights, the dense one first, for
-        :func:`fuse` (``qv``: its vector if already computed; ``terms``: BM25 terms instead
+        :func:`_fuse` (``qv``: its vector if already computed; ``terms``: BM25 terms instead
         of the query's content words)."""
         dense: Search | None = None
         text: Search | None = None
@@ -419,7 +419,7 @@ class Retriever:
         got = Candidates(self._store)
         qv = self._embedder.embed([query], op="retrieve")[0]  # one vector for both searches
         summaries = replace(filters, kinds=("summary",))
-        topics = fuse(self._rankings(query, scope, summaries, p, "hybrid", qv), p.rrf_k)
+        topics = _fuse(self._rankings(query, scope, summaries, p, "hybrid", qv), p.rrf_k)
         top = topics[: p.topics]
         bonus = {}
         entries = got.get([i for i, _ in top])
@@ -427,7 +427,7 @@ class Retriever:
             if sid in entries:
                 bonus[entries[sid].topic_id] = p.topic_bonus / (p.rrf_k + rank)
         searched = replace(filters, kinds=filters.kinds or _SEARCHED)
-        hits = fuse(self._rankings(query, scope, searched, p, "hybrid", qv), p.rrf_k)
+        hits = _fuse(self._rankings(query, scope, searched, p, "hybrid", qv), p.rrf_k)
         if bonus:
             topic_of = {i: e.topic_id for i, e in got.get([i for i, _ in hits]).items()}
             hits = sorted(
@@ -638,7 +638,7 @@ def behind_head(
     return head + [h for h in both if h[0] not in kept]
 
 
-def fuse(lists: Sequence[tuple[float, list[ScoredId]]], k: int) -> list[ScoredId]:
+def _fuse(lists: Sequence[tuple[float, list[ScoredId]]], k: int) -> list[ScoredId]:
     """One ranking as it is (its own scores), several by :func:`rrf`."""
     if len(lists) == 1:
         return lists[0][1]

@@ -28,7 +28,7 @@ from lightmem.store.postgres import PostgresStore
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.types import entry_search_text
 
-__all__ = ["COPIED", "NOT_COPIED", "migrate", "source_columns"]
+__all__ = ["COPIED", "NOT_COPIED", "TableCopy", "migrate", "source_columns"]
 
 _BATCH = 5_000  # rows per executemany
 
