@@ -56,3 +56,20 @@ def test_every_compression_is_a_call_in_the_memorys_ledger(llmlingua: Path, tmp_
     with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as again:
         saved = {(r.kind, r.op) for r in again.store.usage()}
         assert ("compress", "llmlingua-2") in saved  # persisted with the rest of the usage
+
+
+def test_a_compressor_given_with_a_ledger_of_its_own_is_saved_too(
+    llmlingua: Path, tmp_path: Path
+) -> None:
+    """Every backend that accounts model calls is saved, not only what ``from_config``
+    wired to the embedder's ledger."""
+    from lightmem.embed.wordllama import WordLlamaEmbedder
+    from lightmem.pipeline.compress import LLMLingua2Compressor
+    from lightmem.store.sqlite import SQLiteStore
+
+    compressor = LLMLingua2Compressor(str(llmlingua))  # its own ledger
+    store = SQLiteStore(tmp_path / "m.db")
+    with LightMemory(store, WordLlamaEmbedder(), compressor=compressor) as mem:
+        mem.add_memory([{"id": "t1", "content": "My knee hurt after the run."}], force_extract=True)
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as again:
+        assert ("compress", "llmlingua-2") in {(r.kind, r.op) for r in again.store.usage()}

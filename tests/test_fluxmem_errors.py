@@ -214,3 +214,18 @@ def test_the_concurrency_reader_reports_the_kind_of_each_error(
     out = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert out["errors"] > 0 and out["errors"] == out["error_types"]["StoreError"]
     assert "no such table: vectors" in out["error_samples"]["StoreError"]
+
+
+def test_the_agents_model_calls_are_saved_in_its_store(tmp_path: Path) -> None:
+    """FluxMem's embeddings (and an LLM reasoner's calls) reach the store's usage table on
+    close, as LightMemory's do; they were kept in memory and lost."""
+    from lightmem.store.sqlite import SQLiteStore
+
+    with FluxMemAgent.open(tmp_path / "k.db") as agent:
+        agent.add_knowledge("Ovens preheat to 200C.")
+    store = SQLiteStore(tmp_path / "k.db")
+    try:
+        saved = {(r.kind, r.op): r.calls for r in store.usage()}
+    finally:
+        store.close()
+    assert saved.get(("embed", "fluxmem.knowledge")) == 1

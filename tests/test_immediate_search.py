@@ -193,3 +193,28 @@ def test_rest_add_then_search_without_force_extract(tmp_path: Path) -> None:
     finally:
         keys.close()
         pool.close()
+
+
+@pytest.mark.parametrize("update", ["offline", "online"])
+def test_a_buffered_change_comes_before_what_it_changes(tmp_path: Path, update: str) -> None:
+    """No update pass has seen a buffered turn yet: it is compared, when read, with what it
+    would supersede, so the current value comes first; a question about the past and an
+    earlier ``as_of`` keep the search's order, and nothing is written."""
+    config = {"store": {"path": str(tmp_path / "m.db")}, "update": update}
+    with LightMemory.from_config(config) as mem:
+        turn = {"role": "user", "speaker_name": "Maya"}
+        old = {**turn, "content": "I live in Boston.", "timestamp": "2024-01-05T10:00"}
+        new = {**turn, "content": "We moved to Denver.", "timestamp": "2024-06-05T10:00"}
+        mem.add_memory([old], user_id="maya", force_extract=True)
+        mem.add_memory([new], user_id="maya")
+
+        def said(question: str, **kw: Any) -> list[str]:
+            found = mem.retrieve(question, limit=2, user_id="maya", **kw)
+            return [r.entry.original_text for r in found]
+
+        assert said("Where does Maya live?") == [new["content"], old["content"]]
+        assert said("Where did Maya live before?")[0] == old["content"]
+        assert said("Where does Maya live?", as_of="2024-02-01") == [old["content"]]
+        boston = mem.list_entries({"kind": "entry"}, user_id="maya")[0]
+        assert boston.original_text == old["content"] and not boston.superseded_by
+        assert mem.stats(user_id="maya")["usage"]  # the word vectors were accounted

@@ -15,8 +15,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
-__all__ = ["ANNOTATIONS", "Ledger", "UsageRecord", "calls", "token_sources"]
+__all__ = [
+    "ANNOTATIONS",
+    "Accounted",
+    "Ledger",
+    "UsageRecord",
+    "calls",
+    "ledgers_of",
+    "token_sources",
+]
 
 
 @dataclass(slots=True)
@@ -167,3 +176,22 @@ def token_sources(records: list[UsageRecord], kind: str = "llm") -> dict[str, di
             (target if target is not None else total)[k] += int(getattr(r, k))
     reported = {k: total[k] - est[k] for k in total}
     return {"reported": reported, "estimated": est}
+
+
+@runtime_checkable
+class Accounted(Protocol):
+    """A backend that accounts its model calls in a ledger (an embedder, an LLM client, an
+    LLM-backed manager, updater or reasoner, the LLMLingua-2 compressor). A facade saves the
+    ledger of every backend it was given that is one, so no call escapes the usage tables."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+
+def ledgers_of(*backends: object) -> list[Ledger]:
+    """The distinct ledgers of those ``backends`` that are :class:`Accounted`, in order."""
+    out: dict[int, Ledger] = {}
+    for b in backends:
+        if isinstance(b, Accounted):
+            out.setdefault(id(b.ledger), b.ledger)
+    return list(out.values())

@@ -23,6 +23,7 @@ from lightmem.fluxmem.stage2 import Stage2, skill_text
 from lightmem.fluxmem.stage3 import ConsolidationReport, ReplayFn, Stage3
 from lightmem.fluxmem.task_flow import TaskFlow, TaskState, raise_failure
 from lightmem.fluxmem.types import Edge, Node, StepResult, Subgraph, TaskOutcome
+from lightmem.ledger import UsageRecord, ledgers_of
 from lightmem.sanitize import check_value
 from lightmem.store.base import MemoryStore
 from lightmem.store.graph import GraphStore
@@ -59,8 +60,13 @@ class FluxMemAgent:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        usage: Callable[[list[UsageRecord]], None] | None = None,
     ) -> None:
+        """``usage``: where :meth:`save_usage` (and :meth:`close`) persist the model calls
+        of the embedder and the reasoner (a store's ``record_usage``; :meth:`on_store` and
+        :meth:`open` give their store's)."""
         self.graph = graph
+        self._usage = usage
         self.embedder = embedder
         self.reasoner = reasoner or OfflineReasoner()
         self.config = config or FluxMemConfig()
@@ -72,12 +78,23 @@ class FluxMemAgent:
         self._sessions = TaskSessions(self._flow, graph.task_sessions(), self.scope)
         self._owned: MemoryStore | None = None
 
+    def save_usage(self) -> None:
+        """Persist the model calls not yet saved (the embedder's and, for an LLM reasoner,
+        its client's) where ``usage`` says; nothing without one."""
+        if self._usage is not None:
+            for ledger in ledgers_of(self.embedder, self.reasoner):
+                ledger.save(self._usage)
+
     def close(self) -> None:
-        """Close the store this agent opened (:meth:`open`); a store passed to
-        :meth:`on_store` stays open: its creator closes it. Safe to call twice."""
+        """Save the usage (:meth:`save_usage`) and close the store this agent opened
+        (:meth:`open`); a store passed to :meth:`on_store` stays open: its creator closes
+        it. Safe to call twice."""
         owned, self._owned = self._owned, None
-        if owned is not None:
-            owned.close()
+        try:
+            self.save_usage()
+        finally:
+            if owned is not None:
+                owned.close()
 
     def __enter__(self) -> FluxMemAgent:
         return self
@@ -144,6 +161,7 @@ class FluxMemAgent:
             user_id=user_id,
             agent_id=agent_id,
             run_id=run_id,
+            usage=store.record_usage,
         )
 
     # -- knowledge --------------------------------------------------------------------------

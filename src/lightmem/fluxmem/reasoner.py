@@ -18,6 +18,7 @@ from lightmem.fluxmem.prompts import attribute_schema, steps_schema, verify_sche
 from lightmem.fluxmem.prompts import steps as steps_prompt
 from lightmem.fluxmem.prompts import verify as verify_prompt
 from lightmem.fluxmem.types import FailureKind, Feedback
+from lightmem.ledger import Ledger
 from lightmem.llm.base import LLMClient
 from lightmem.llm.packing import cut_reported, pack
 from lightmem.pipeline.prompts.reply import stored
@@ -149,6 +150,11 @@ class LLMReasoner:
 
     def __init__(self, client: LLMClient) -> None:
         self.client = client
+
+    @property
+    def ledger(self) -> Ledger:
+        """Its client's ledger: where its model calls are accounted."""
+        return self.client.ledger
 
     def verify(self, task: str, texts: Sequence[str]) -> list[float]:
         if not texts:

@@ -23,7 +23,7 @@ from lightmem.config import (
 )
 from lightmem.embed.base import Embedder
 from lightmem.errors import ConfigError, InvalidInputError, NotFoundError
-from lightmem.ledger import ANNOTATIONS, Ledger, UsageRecord
+from lightmem.ledger import ANNOTATIONS, Ledger, UsageRecord, ledgers_of
 from lightmem.llm.base import LLMClient
 from lightmem.memory import build
 from lightmem.memory.params import retrieve_params, scorer
@@ -516,12 +516,10 @@ class LightMemory:
         }
 
     def _save_usage(self) -> None:
-        ledgers = {id(self.ledger): self.ledger}
-        for backend in (self.memory_manager, self.updater):
-            client = getattr(backend, "client", None)
-            if client is not None:
-                ledgers.setdefault(id(client.ledger), client.ledger)
-        for ledger in ledgers.values():
+        """Persist the usage of every backend that accounts model calls (the embedder's
+        ledger, and the compressor's, manager's and updater's where they keep their own)."""
+        backends = (self.embedder, self.compressor, self.memory_manager, self.updater)
+        for ledger in ledgers_of(*backends):
             ledger.save(self.store.record_usage)
 
     def close(self) -> None:

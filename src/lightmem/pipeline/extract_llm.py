@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
-from lightmem.ledger import UsageRecord
+from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm.base import ChatMessage, LLMClient, UnusableOutputError
 from lightmem.llm.packing import cut_reported
 from lightmem.llm.schema import OutputSchema
@@ -132,6 +132,11 @@ class LLMMemoryManager:
             roles=roles,
             resolve_time=resolve_time,
         )
+
+    @property
+    def ledger(self) -> Ledger:
+        """Its client's ledger: where its model calls are accounted."""
+        return self.client.ledger
 
     @property
     def _system(self) -> str:

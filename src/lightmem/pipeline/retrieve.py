@@ -21,7 +21,9 @@ from lightmem.pipeline.expand import (
 from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.own_words import own_words_first
+from lightmem.pipeline.pending import buffered_first
 from lightmem.pipeline.side_by_side import Search, run_both
+from lightmem.pipeline.supersede import Detector
 from lightmem.pipeline.token_count import TokenCounter, WordEstimate
 from lightmem.sanitize import inline, line_speaker, token
 from lightmem.store.base import MemoryStore, ScoredId, Vector
@@ -225,6 +227,8 @@ class Retriever:
         self._tails: dict[float, EntropyCompressor] = {}
         self._cuts: dict[tuple[float, frozenset[str], str], str] = {}
         self._near = NearWords(embedder)
+        #: the update pass's model-free detector, for buffered turns (:mod:`.pending`)
+        self._detector = Detector(lambda words: embedder.embed(words, op="retrieve.pending"))
 
     def retrieve(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
@@ -253,6 +257,7 @@ class Retriever:
             fused = behind_head(fused, self._near_words(query, scope, f, p, fused, got), p)
         ranked = own_words_first(self._timed(query, fused, p, got), got.get, query, self._stemmer)
         ranked = answers_first(ranked, got.get, query, self._stemmer, p.answer_reach)
+        ranked = buffered_first(ranked, got.get, query, self._detector, f.as_of)
         current = validity.rank(got.get, query, ranked, f.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 
@@ -435,6 +440,7 @@ class Retriever:
                 key=lambda x: -x[1],
             )
         ranked = top + self._timed(query, hits, p, got)
+        ranked = buffered_first(ranked, got.get, query, self._detector, filters.as_of)
         current = validity.rank(got.get, query, ranked, filters.as_of, self._likeness(p))
         return self._pack(current, p, query, got)
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from lightmem.ledger import Ledger
 from lightmem.llm.base import ChatMessage, LLMClient
 from lightmem.llm.packing import cut_reported
 from lightmem.llm.schema import OutputSchema
@@ -40,6 +41,11 @@ class LLMUpdater:
     def __init__(self, client: LLMClient, *, pairs_per_call: int = 20) -> None:
         self.client = client
         self.pairs_per_call = pairs_per_call
+
+    @property
+    def ledger(self) -> Ledger:
+        """Its client's ledger: where its model calls are accounted."""
+        return self.client.ledger
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         return self._ask([(it.newer, [e for e, _ in it.candidates]) for it in items], True)

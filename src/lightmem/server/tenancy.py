@@ -271,7 +271,7 @@ def open_tenant(
     ``embedders`` and ``compressor``, when given, share loaded models with other tenants
     (see :meth:`LightMemory.from_config`)."""
     memory = LightMemory.from_config(config, embedders=embedders, compressor=compressor)
-    return Tenant(name, memory, FluxMemAgent(memory.store.graph(), memory.embedder))
+    return Tenant(name, memory, FluxMemAgent.on_store(memory.store, memory.embedder))
 
 
 class TenantPool:
