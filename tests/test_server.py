@@ -400,3 +400,12 @@ def test_rest_refuses_what_the_library_refuses(rest: str, keys: KeyRegistry) -> 
     r = c.post("/v1/memories/search", json={"query": "bike", "filters": {"speaker": 5}})
     assert r.status_code == 422 and "filters.speaker" in r.json()["error"]["message"]
     assert c.post("/v1/memories/search", json={"query": "bike", "limit": 3}).status_code == 200
+
+
+def test_the_api_docs_load_nothing_from_the_network(rest: str) -> None:
+    """``/docs`` is Swagger UI from the installed package, not a CDN: it works offline."""
+    html = httpx.get(f"{rest}/docs").text
+    assert "https://" not in html and "http://" not in html
+    for asset in re.findall(r"""(?:src|href)=['"](/docs/assets/[^'"]+)['"]""", html):
+        assert httpx.get(f"{rest}{asset}").status_code == 200, asset
+    assert "/docs/assets/swagger-ui-bundle.js" in html

@@ -452,3 +452,28 @@ def test_after_a_purge_no_process_keeps_the_old_index_file_mapped(tmp_path: Path
 def test_a_bad_index_policy_names_its_field() -> None:
     with pytest.raises(InvalidInputError, match=r"index_policy\.nprobe"):
         IndexPolicy(nprobe=0)
+
+
+def test_a_failing_catch_up_is_raised_not_taken_for_a_damaged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a file that does not check out is rebuilt: a bug past the file's checks would
+    otherwise rebuild the index on every open, unseen."""
+    from lightmem.store.saved_index import SavedIndex
+
+    path = tmp_path / "c.db"
+    store = _open(path)
+    _fill(store, 40)
+    store.vector_search(_vec(0), Scope(), Filters(), 3)  # builds and saves
+    store.close()
+
+    def broken(*_: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(SavedIndex, "catch_up", broken)
+    store = _open(path)
+    try:
+        with pytest.raises(KeyError, match="a bug"):
+            store.vector_search(_vec(0), Scope(), Filters(), 3)
+    finally:
+        store.close()

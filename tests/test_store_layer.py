@@ -136,16 +136,32 @@ def test_a_read_only_store_answers_reads_and_keeps_usage_in_memory(old_store: Pa
             store.delete_entry("e1", alice, "t")
 
 
-def test_a_file_the_process_cannot_write_opens_read_only(old_store: Path) -> None:
-    SQLiteStore(old_store).close()
+def test_a_file_the_process_cannot_write_opens_read_only(
+    old_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from lightmem.store import sqlite_db
+
+    with SQLiteStore(old_store) as writable:  # migrated once, as any first open does
+        expected = writable.counts(Scope())
     old_store.chmod(0o444)
     try:
-        import os
-
         if os.access(old_store, os.W_OK):
-            pytest.skip("running as root: file permissions do not stop writes")
+            # root (as in CI) may write any file: the store asks os.access, so it is told
+            # what an unprivileged process would be told; the read-only open is still real
+            real = os.access
+
+            def access(path: object, mode: int, **kw: object) -> bool:
+                denied = mode & os.W_OK and Path(str(path)) == old_store
+                return False if denied else real(path, mode, **kw)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(sqlite_db.os, "access", access)
         with SQLiteStore(old_store) as store:
-            assert store.db.read_only and store.counts(Scope())["entries"] == 3
+            assert store.db.read_only and store.counts(Scope()) == expected
+            assert expected["entries"] > 0
+            with pytest.raises(StoreError, match="read-only"):
+                store.delete_entry("e1", Scope("alice"), "t")
     finally:
         old_store.chmod(0o644)
 

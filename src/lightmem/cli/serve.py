@@ -25,7 +25,7 @@ __all__ = ["SERVER_MODULES", "dispatch", "require_server_extra"]
 
 #: The modules the ``server`` extra installs (pyproject.toml); the servers and the server
 #: benchmarks need them all.
-SERVER_MODULES = ("fastapi", "uvicorn", "fastmcp", "threadpoolctl")
+SERVER_MODULES = ("fastapi", "uvicorn", "fastmcp", "threadpoolctl", "swagger_ui_bundle")
 
 
 def require_server_extra(what: str, *also: str) -> None:

@@ -31,6 +31,8 @@ _ALIASES = {
     "text": "content",
     "speaker": "speaker_name",
 }
+#: The scope's fields: given with the add call, never per message.
+_SCOPE_KEYS = frozenset({"user_id", "agent_id", "run_id"})
 _KNOWN = {
     "id",
     "role",
@@ -62,7 +64,8 @@ def normalize_messages(
     Keys: ``content`` (or ``text``), ``role`` (default "user"), ``timestamp`` (or
     ``time_stamp``), ``id`` (or ``dia_id``), ``speaker_id``, ``speaker_name`` (or ``speaker``),
     ``metadata`` (a dict). Unknown keys are kept in ``metadata`` rather than dropped; one that
-    is also a key of ``metadata``, or a ``metadata.role``, is refused.
+    is also a key of ``metadata``, or a ``metadata.role``, is refused, and so is a scope
+    field (``user_id``, ``agent_id``, ``run_id``: the call's, not a message's).
 
     ``role`` is compared exactly: ``messages_use`` reads "user" or "assistant" turns, so a
     differently cased spelling of those ("Assistant") is refused; other roles ("system",
@@ -153,6 +156,13 @@ def _one(raw: Any, where: str, default_timestamp: object | None) -> Message:
         if not isinstance(key, str):
             raise InvalidInputError(f"{where}: keys must be strings, got {key!r}")
         canon = _ALIASES.get(key, key)
+        if canon in _SCOPE_KEYS:
+            # kept as metadata it would look scoped while the turn is stored in the call's
+            # scope (a message "of bob" readable by anyone reading unscoped)
+            raise InvalidInputError(
+                f"{where}.{key}: a message has no scope of its own; pass {key} to the add "
+                "call (every message of a call is stored in its scope)"
+            )
         if canon in _KNOWN:
             if canon in fields:
                 raise InvalidInputError(f"{where}.{key}: given twice (also as an alias)")

@@ -12,10 +12,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from swagger_ui_bundle import swagger_ui_path
 
 from lightmem.errors import (
     ConfigError,
@@ -166,6 +168,8 @@ def create_app(
         version="0.1.0",
         description="Long-term memory for LLM agents (LightMem + FluxMem).",
         dependencies=[Depends(_known_query)],
+        docs_url=None,  # served below from the package's files, not a CDN
+        redoc_url=None,
     )
 
     app.state.pool = pool
@@ -357,9 +361,20 @@ def create_app(
     ) -> dict[str, Any]:
         return service.graph_history(t, limit)
 
-    # -- viewer -------------------------------------------------------------------------
+    # -- viewer and API docs (every file served from the installed packages: offline) ---
     ui_dir = resources.files("lightmem.server") / "ui"
     app.mount("/ui", StaticFiles(directory=str(ui_dir), html=True), name="ui")
+    app.mount("/docs/assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -130,7 +130,7 @@ class SavedIndex:
             return None
         try:
             return self._load(s, dim, stemmer)
-        except (index_file.DamagedIndexFile, ValueError, KeyError, IndexError, RuntimeError) as exc:
+        except index_file.DamagedIndexFile as exc:
             log.warning("search index %s not used, rebuilding it: %s", self.path, exc)
             return None
 
@@ -145,10 +145,14 @@ class SavedIndex:
         want = dim or _stored_dim(s)
         if meta.get("dim") != want:
             raise index_file.DamagedIndexFile(f"{meta.get('dim')}-d, the store is {want}-d")
-        st = Stamp(epoch, int(meta["log_seq"]))
+        try:  # its sections, checksummed, still decode as what this version writes
+            st = Stamp(epoch, int(meta["log_seq"]))
+            rows = VectorRows.from_arrays(want, int(meta["n"]), arrays)
+        except (ValueError, KeyError, IndexError, TypeError, RuntimeError) as exc:
+            raise index_file.DamagedIndexFile(f"its sections do not decode: {exc}") from exc
         if st.log_seq > _log_max(s):
             raise index_file.DamagedIndexFile("it is ahead of the store (a restored file?)")
-        rows = VectorRows.from_arrays(want, int(meta["n"]), arrays)
+        # From here on an error is a bug of the catch-up, not a damaged file: it is raised.
         self.state = st
         self.catch_up(s, rows, stemmer)
         live = int(s.one("SELECT count(*) FROM entries")[0])  # (its id index is small)
