@@ -9,7 +9,9 @@ that must stay), and a question; a case with ``list`` is a list of facts with on
 each and an optional change. Small talk and assistant acknowledgements are put around the
 turns. Every case gets its own ``user_id`` in one SQLite file, sessions are added one
 ``add_memory(force_extract=True)`` each; ``--mode offline`` then runs the offline update
-pass, ``online`` sets ``update: "online"``, ``none`` runs no update. A retrieved memory
+pass, ``online`` sets ``update: "online"``, ``none`` runs no update; ``buffered`` extracts
+and updates all sessions but the last, which is added without ``force_extract`` (its turns
+are still in the buffers, found through their provisional entries). A retrieved memory
 counts for its own turn only (its first source id). Prints JSON: ``top1`` / ``top3`` (the
 current value retrieved first / in the top 3), ``stale_above`` (a stale or look-alike value
 ranked above it), per kind of question (``change``, ``keep``, ``list``) and per pattern,
@@ -132,11 +134,16 @@ def run(cases: list[dict[str, Any]], mode: str, db: Path) -> Iterator[dict[str, 
         for case in cases:
             uid = f"u-{case['id']}"
             sessions, tags, questions = build(case)
-            for msgs in sessions:
+            # "buffered": the last session is not extracted yet (found through its
+            # provisional entries), what came before was extracted and updated offline
+            last = sessions[-1] if mode == "buffered" and len(sessions) > 1 else None
+            for msgs in sessions if last is None else sessions[:-1]:
                 mem.add_memory(msgs, force_extract=True, user_id=uid)
-            if mode == "offline":
+            if mode in ("offline", "buffered"):
                 mem.construct_update_queue_all_entries(user_id=uid)
                 mem.offline_update_all_entries(user_id=uid)
+            if last is not None:
+                mem.add_memory(last, user_id=uid)
             entries = mem.list_entries({"kind": "entry"}, user_id=uid, limit=1000)
             superseded = {_turn(e) for e in entries if e.superseded_by}
             own = {_turn(e) for e in entries}
@@ -188,7 +195,7 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", type=Path)
-    ap.add_argument("--mode", choices=["none", "offline", "online"], default="offline")
+    ap.add_argument("--mode", choices=["none", "offline", "online", "buffered"], default="offline")
     a = ap.parse_args()
     cases = json.loads(a.cases.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,7 +16,7 @@ from inprocess_cli import run
 from lightmem.cli.files import decode_text, parse_messages
 from lightmem.cli.output import memory_line
 from lightmem.errors import InvalidInputError
-from lightmem.pipeline.retrieve import format_line
+from lightmem.pipeline.context_format import format_line
 from lightmem.types import WINDOW_SUMMARY, MemoryEntry, Scope
 
 FIXTURES = Path(__file__).parent / "fixtures"

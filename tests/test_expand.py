@@ -16,8 +16,10 @@ from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
 from lightmem.pipeline import neighbours
 from lightmem.pipeline.compress import EntropyCompressor
+from lightmem.pipeline.context_format import format_context
 from lightmem.pipeline.neighbours import NearWords
-from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.packing import Packer
+from lightmem.pipeline.retrieve_params import RetrieveParams
 from lightmem.text import MEANING_STOPWORDS, estimate_tokens
 from lightmem.types import MemoryEntry, Scope
 
@@ -264,12 +266,12 @@ def test_a_cut_packing_holding_fewer_memories_is_not_used() -> None:
         for k, t in texts.items()
     }
     ranked = [(k, 1.0) for k in texts]
-    retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    packer = Packer(store=None)  # type: ignore[arg-type]  # (no event: never read)
     p = RetrieveParams(budget_tokens=23, limit=50, readable_first=0, tail_after=1, tail_rate=0.2)
-    whole = retriever._pack_once(ranked, replace(p, tail_rate=1.0), "zzz", Entries(entries))[0]  # type: ignore[arg-type]
-    cut = retriever._pack_once(ranked, p, "zzz", Entries(entries))[0]  # type: ignore[arg-type]
+    whole = packer.pack_once(ranked, replace(p, tail_rate=1.0), "zzz", Entries(entries))[0]  # type: ignore[arg-type]
+    cut = packer.pack_once(ranked, p, "zzz", Entries(entries))[0]  # type: ignore[arg-type]
     assert len(cut) < len(whole)  # the case: cutting alone would lose memories
-    packed = retriever._pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
+    packed = packer.pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert [r.entry.id for r in packed] == [r.entry.id for r in whole]
 
 
@@ -461,9 +463,9 @@ def test_a_budget_holds_the_whole_contexts_estimate_not_each_lines_rounded_up() 
         )
         for k in ("one", "uno", "eins", "un", "jeden", "ichi")
     }
-    retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    packer = Packer(store=None)  # type: ignore[arg-type]  # (no event: never read)
     p = RetrieveParams(budget_tokens=30, limit=50, readable_first=0, tail_rate=1.0)
-    packed = retriever._pack([(k, 1.0) for k in entries], p, "zzz", Entries(entries))  # type: ignore[arg-type]
+    packed = packer.pack([(k, 1.0) for k in entries], p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert len(packed) == 5
     context = format_context(packed)
     assert sum(r.tokens for r in packed) == estimate_tokens(context) == 30
@@ -486,13 +488,13 @@ def test_a_readable_line_that_misses_the_budget_falls_back_to_the_stored_text() 
             speaker_name="Ana",
         ),
     }
-    retriever = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
+    packer = Packer(store=None)  # type: ignore[arg-type]  # (no event: never read)
     ranked = [("a", 1.0), ("b", 0.9)]
     p = RetrieveParams(budget_tokens=80, readable_share=1.0)
-    roomy = retriever._pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
+    roomy = packer.pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
     assert roomy[1].text.startswith("finally adopted rescue greyhound")  # readable, it fits
     # at 50 the readable line does not fit, the stored one does: the memory stays
     p = replace(p, budget_tokens=50)
-    tight = retriever._pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
+    tight = packer.pack(ranked, p, "dog", Entries(entries))  # type: ignore[arg-type]
     assert [r.text for r in tight] == [long, "adopted greyhound Biscuit"]
     assert sum(r.tokens for r in tight) == estimate_tokens(format_context(tight)) <= 50

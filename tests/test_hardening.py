@@ -24,8 +24,8 @@ from lightmem.fluxmem import Feedback, FluxMemAgent, TaskExecutionError, session
 from lightmem.fluxmem.prompts import attribute, steps, verify
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.types import Node, ScoredNode, StepResult, Subgraph
+from lightmem.pipeline.context_format import format_context
 from lightmem.pipeline.prompts import extract_flat, summarize, update
-from lightmem.pipeline.retrieve import format_context
 from lightmem.pipeline.update import MAX_TOP_K, build_queue
 from lightmem.sanitize import check_value, inline, token
 from lightmem.server.rest import create_app

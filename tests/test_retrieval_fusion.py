@@ -16,7 +16,8 @@ import pytest
 from lightmem import LightMemory, SQLiteStore, WordLlamaEmbedder
 from lightmem.cli.demo import demo_messages
 from lightmem.pipeline.candidates import Candidates
-from lightmem.pipeline.retrieve import RetrieveParams, Retriever, rrf
+from lightmem.pipeline.retrieve import Retriever, rrf
+from lightmem.pipeline.retrieve_params import RetrieveParams
 from lightmem.store.text_index import BM25Index, Stemmer
 from lightmem.types import Filters, MemoryEntry, Scope
 

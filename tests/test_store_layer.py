@@ -141,8 +141,6 @@ def test_a_file_the_process_cannot_write_opens_read_only(
 ) -> None:
     import os
 
-    from lightmem.store import sqlite_db
-
     with SQLiteStore(old_store) as writable:  # migrated once, as any first open does
         expected = writable.counts(Scope())
     old_store.chmod(0o444)
@@ -156,7 +154,7 @@ def test_a_file_the_process_cannot_write_opens_read_only(
                 denied = mode & os.W_OK and Path(str(path)) == old_store
                 return False if denied else real(path, mode, **kw)  # type: ignore[arg-type]
 
-            monkeypatch.setattr(sqlite_db.os, "access", access)
+            monkeypatch.setattr(os, "access", access)
         with SQLiteStore(old_store) as store:
             assert store.db.read_only and store.counts(Scope()) == expected
             assert expected["entries"] > 0

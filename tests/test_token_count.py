@@ -14,7 +14,9 @@ from lightmem import LightMemory
 from lightmem.config import build_token_counter, parse_config
 from lightmem.embed.wordllama import WordLlamaEmbedder
 from lightmem.errors import ConfigError
-from lightmem.pipeline.retrieve import RetrieveParams, Retriever, format_context
+from lightmem.pipeline.context_format import format_context
+from lightmem.pipeline.packing import Packer
+from lightmem.pipeline.retrieve_params import RetrieveParams
 from lightmem.pipeline.token_count import TokenizerCount, cl100k_counter, llama2_counter
 from lightmem.store.sqlite import SQLiteStore
 from lightmem.text import estimate_tokens
@@ -123,9 +125,9 @@ def test_a_packing_its_tokenizer_counts_over_budget_loses_its_last_memories() ->
     }
     ranked = [(k, 1.0) for k in entries]
     p = RetrieveParams(budget_tokens=40, limit=10, readable_first=0)
-    retriever = Retriever(store=None, embedder=None, counter=counter)  # type: ignore[arg-type]
-    packed = retriever._pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
+    packer = Packer(store=None, counter=counter)  # type: ignore[arg-type]
+    packed = packer.pack(ranked, p, "zzz", Entries(entries))  # type: ignore[arg-type]
     assert [r.id for r in packed] == ["p", "q", "r"]
     assert counter.count(format_context(packed)) == 36
-    plain = Retriever(store=None, embedder=None)  # type: ignore[arg-type]
-    assert len(plain._pack(ranked, p, "zzz", Entries(entries))) == 4  # type: ignore[arg-type]
+    plain = Packer(store=None)  # type: ignore[arg-type]
+    assert len(plain.pack(ranked, p, "zzz", Entries(entries))) == 4  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from lightmem.pipeline.compress import (
     LLMLingua2Compressor,
     NoCompressor,
 )
-from lightmem.pipeline.retrieve import CONTEXT_TEXTS, READABLE_TEXTS, RetrieveParams
+from lightmem.pipeline.retrieve_params import CONTEXT_TEXTS, READABLE_TEXTS, RetrieveParams
 from lightmem.pipeline.segment import SegmenterConfig
 from lightmem.pipeline.token_count import COUNTERS, TOKEN_COUNTERS, TokenCounter
 from lightmem.store.base import MemoryStore

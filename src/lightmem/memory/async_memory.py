@@ -24,7 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from lightmem.embed.base import Embedder
 from lightmem.errors import InvalidInputError
 from lightmem.memory.lightmem import LightMemory
-from lightmem.pipeline.retrieve import format_context
+from lightmem.pipeline.context_format import format_context
 
 __all__ = ["AsyncLightMemory", "P", "R"]
 

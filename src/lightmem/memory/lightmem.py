@@ -35,10 +35,11 @@ from lightmem.pipeline.compress import (
     LLMLingua2Compressor,
     NoCompressor,
 )
+from lightmem.pipeline.context_format import format_context
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.ingest import IngestResult
 from lightmem.pipeline.messages import MAX_MESSAGES, normalize_messages
-from lightmem.pipeline.retrieve import Retriever, format_context
+from lightmem.pipeline.retrieve import Retriever
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
     LLMSummarizer,

@@ -9,7 +9,7 @@ from lightmem import validate
 from lightmem.config import Settings
 from lightmem.errors import InvalidInputError
 from lightmem.pipeline.compress import Compressor, EntropyCompressor
-from lightmem.pipeline.retrieve import RetrieveParams
+from lightmem.pipeline.retrieve_params import RetrieveParams
 
 __all__ = ["ROLES", "retrieve_params", "scorer"]
 

@@ -1,198 +1,41 @@
-"""Retrieval: dense, full-text (BM25) and hybrid search, hierarchical expansion, budget packing."""
+"""Retrieval: dense, full-text (BM25) and hybrid search, hierarchical expansion, and the
+re-ranking steps after fusion; the budget is packed by :mod:`lightmem.pipeline.packing`,
+the context written by :mod:`lightmem.pipeline.context_format`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import replace
 
 from lightmem.embed.base import Embedder
-from lightmem.errors import ConfigError
 from lightmem.pipeline import time_match, validity
-from lightmem.pipeline.answer_kind import REACH, answers_first
+from lightmem.pipeline.answer_kind import answers_first
 from lightmem.pipeline.candidates import Candidates
-from lightmem.pipeline.compress import EntropyCompressor
 from lightmem.pipeline.expand import (
     expansion_terms,
     named_speakers,
     without_names,
     without_possessive,
 )
-from lightmem.pipeline.extractive import select_sentences
 from lightmem.pipeline.neighbours import NearWords
 from lightmem.pipeline.own_words import own_words_first
+from lightmem.pipeline.packing import Packer
 from lightmem.pipeline.pending import buffered_first
+from lightmem.pipeline.retrieve_params import RetrieveParams
 from lightmem.pipeline.side_by_side import Search, run_both
 from lightmem.pipeline.supersede import Detector
-from lightmem.pipeline.token_count import TokenCounter, WordEstimate
-from lightmem.sanitize import inline, line_speaker, token
+from lightmem.pipeline.token_count import TokenCounter
 from lightmem.store.base import MemoryStore, ScoredId, Vector
 from lightmem.store.text_index import Stemmer
-from lightmem.text import MEANING_STOPWORDS, content_terms, estimate_tokens, whole_tokens
-from lightmem.timeparse import format_date
-from lightmem.timeresolve import said_label
+from lightmem.text import content_terms
 from lightmem.types import (
     EntryKind,
     Filters,
-    MemoryEntry,
     RetrievalResult,
-    RetrieveMode,
     Scope,
 )
 
-__all__ = [
-    "CONTEXT_TEXTS",
-    "READABLE_TEXTS",
-    "ContextText",
-    "ReadableText",
-    "RetrieveParams",
-    "Retriever",
-    "behind_head",
-    "date_header",
-    "format_context",
-    "format_line",
-    "related_line",
-    "rrf",
-]
-
-ContextText = Literal["stored", "sentences"]
-CONTEXT_TEXTS: tuple[ContextText, ...] = ("stored", "sentences")
-ReadableText = Literal["words", "sentences"]
-READABLE_TEXTS: tuple[ReadableText, ...] = ("words", "sentences")
-
-
-@dataclass(frozen=True, slots=True)
-class RetrieveParams:
-    """``candidates``: hits taken from each index before fusion; ``rrf_k``: the reciprocal
-    rank fusion constant; ``topics``: summaries placed first in hierarchical mode."""
-
-    mode: RetrieveMode = "hybrid"
-    limit: int = 10
-    budget_tokens: int | None = None
-    candidates: int = 100
-    rrf_k: int = 60
-    dense_weight: float = 1.0
-    text_weight: float = 1.0
-    topics: int = 2
-    topic_bonus: float = 0.5
-    #: weight of the ranking among a named speaker's own memories (0: off; see
-    #: :mod:`lightmem.pipeline.expand`), and how many of the best plain hits keep their
-    #: place ahead of that re-ranking (so a default ``limit`` of 10 is unchanged; a budget
-    #: that holds more is filled with the focused ranking).
-    speaker_focus: float = 1.0
-    keep_first: int = 10
-    #: what a memory shows in the context: its stored (pre-compressed) text, or the
-    #: sentences of its original text most about the query, up to ``sentence_words`` words
-    #: (see :mod:`lightmem.pipeline.extractive`).
-    context_text: ContextText = "stored"
-    sentence_words: int = 40
-    #: within a token budget, the best ``readable_first`` memories packed show more of
-    #: their original text than the stored (pre-compressed) text holds, while what that
-    #: adds stays within ``readable_share`` of the budget: the answer is usually among the
-    #: first few, and compressed text drops words of it; the rest keep the shorter stored
-    #: text, so the budget still holds many memories. ``readable_text``: "words", every
-    #: word of the original but stopwords (those saying something in keywords kept:
-    #: :data:`~lightmem.text.MEANING_STOPWORDS`), in order, only where that is longer
-    #: than the stored text (an LLM-written fact stays as written; text in a language other
-    #: than English is shown whole, as the compressor cannot cut it); "sentences", for those holding
-    #: a (stemmed) query word, the sentences most about the query (up to
-    #: ``sentence_words`` words). Without a budget nothing changes.
-    readable_first: int = 15
-    readable_share: float = 0.15
-    readable_text: ReadableText = "words"
-    #: weight of a second BM25 search for the query's words and those of its best
-    #: ``expand_hits`` hits' stored text (0: off; see :mod:`lightmem.pipeline.expand`),
-    #: fused after the first ``keep_first`` hits
-    expand_weight: float = 0.5
-    expand_hits: int = 3
-    #: weight of a BM25 search, among each named speaker's memories (all memories when the
-    #: query names none), for the query's words and the store's ``near_words`` words
-    #: nearest to each of them by the embedder (cosine at least ``near_similarity``),
-    #: fused after the first ``keep_first`` hits (0: off; see
-    #: :mod:`lightmem.pipeline.neighbours`): "pets" finds "dog", "sports" "soccer"
-    near_weight: float = 0.5
-    near_words: int = 5
-    near_similarity: float = 0.35
-    time_weight: float = 0.5  # see :mod:`lightmem.pipeline.time_match`
-    #: for a question about the present, a speaker's newer statement that the question's
-    #: words do not tie to their older one still comes first when the embedder finds the two
-    #: statements' own texts at least this alike (cosine; 1.0: words only; see
-    #: :func:`lightmem.pipeline.validity.newer_first`). 0.3 was measured with the default
-    #: embedder (wordllama); an embedder whose unrelated sentences score higher needs more.
-    recency_similarity: float = 0.3
-    #: for a question asking for a place, a person, a number or a time, a memory that could
-    #: answer (it may hold one, or a word of the question) passes up to this many memories
-    #: just above it that are plainly small talk: questions, requests, greetings and
-    #: thanks (0: off; see :mod:`lightmem.pipeline.answer_kind`)
-    answer_reach: int = REACH
-    #: within a token budget, memories packed after the first ``tail_after`` show their
-    #: stored text cut again to its ``tail_rate`` share of words (the rarest, names and
-    #: numbers always: :class:`~lightmem.pipeline.compress.EntropyCompressor`; 1.0: off).
-    #: The answer is usually among the first few; the rest mostly add *which* other turns
-    #: exist (a list question's other items), and a few words each let far more of them
-    #: fit. Without a budget nothing changes.
-    tail_after: int = 12
-    tail_rate: float = 0.2
-
-
-def format_line(entry: MemoryEntry) -> str:
-    """How one memory appears under its date header in prompt context: on one line, opened
-    by its speaker as one token (quoted when it holds a colon, a quote or a line break, or
-    starts like a bullet or a header) or, without one, by a bullet ("- "), then the time
-    it speaks of when one was resolved, e.g. "(week before 9 June 2023)" (see
-    :func:`~lightmem.timeresolve.said_label`). A speaker's line
-    has no bullet: it would cost a token per memory and tell the reader nothing."""
-    if entry.kind == "summary":
-        return f"- {entry.mark} {inline(entry.text)}"
-    when = f" ({said_label(entry.event_time, entry.timestamp)})" if entry.event_time else ""
-    if entry.kind == "event":
-        return f"- {entry.mark} {inline(entry.text)}{when}"
-    lead = f"{line_speaker(entry.speaker)}: " if entry.speaker else "- "
-    return f"{lead}{inline(entry.text)}{when}{validity.label(entry)}"
-
-
-def date_header(entry: MemoryEntry) -> str:
-    return f"[{format_date(entry.timestamp) or 'undated'}]"
-
-
-def format_context(results: Sequence[RetrievalResult], *, cite: bool = False) -> str:
-    """Results as prompt context, grouped under one header per day in time order. The token
-    budget of :meth:`Retriever.retrieve` is measured on exactly this text (headers included);
-    ``cite=True`` appends each line's source ids, which costs extra tokens.
-
-    Memory text is data: angle brackets are escaped so stored text cannot open or close
-    markup in the prompt around it, and every field stays on its own line (no stored text can
-    start a line, a date header or a speaker of its own).
-    """
-    groups: dict[str, list[RetrievalResult]] = {}
-    for r in sorted(
-        results, key=lambda r: r.entry.timestamp.timestamp() if r.entry.timestamp else float("inf")
-    ):
-        groups.setdefault(date_header(r.entry), []).append(r)
-    lines = []
-    for header, rs in groups.items():
-        lines.append(header)
-        for r in rs:
-            ids = ", ".join(token(i) for i in r.source_ids)
-            cited = f" (source: {ids})" if cite and r.source_ids else ""
-            lines.append(_context_line(r.entry) + _escape(cited))
-            lines.extend(_escape(related_line(f)) for f in r.related)
-    return "\n".join(lines)
-
-
-def related_line(fact: MemoryEntry) -> str:
-    """A fact shown under its event."""
-    return f"  - {inline(fact.text)}"
-
-
-def _context_line(entry: MemoryEntry) -> str:
-    """``format_line`` as the context writes it (escaped), which is what a budget weighs."""
-    return _escape(format_line(entry))
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
+__all__ = ["Retriever", "behind_head", "rrf"]
 
 # Searched unless the caller names kinds: facts and events. Topic summaries are reached
 # through hierarchical mode or an explicit kind filter.
@@ -207,10 +50,6 @@ _PROBE = 50
 #: recall 0.783 -> 0.804 at 400 tokens and 0.868 -> 0.870 at 800. All of it (1.0, no
 #: focus change) lost LoCoMo at 800 tokens (0.860).
 NAMELESS_SHARE = 0.5
-#: Texts remembered cut (see :meth:`Retriever._cut`), and the longest remembered: at most
-#: 100,000 texts of up to 2,000 characters whatever a tenant stores.
-_KEEP_CUTS = 100_000
-_CUT_CHARS = 2_000
 
 
 class Retriever:
@@ -222,10 +61,8 @@ class Retriever:
         """``counter``: what a token budget counts (default: the library's estimate)."""
         self._store = store
         self._embedder = embedder
-        self._counter = counter or WordEstimate()
         self._stemmer = Stemmer()
-        self._tails: dict[float, EntropyCompressor] = {}
-        self._cuts: dict[tuple[float, frozenset[str], str], str] = {}
+        self._packer = Packer(store, counter, self._stemmer)
         self._near = NearWords(embedder)
         #: the update pass's model-free detector, for buffered turns (:mod:`.pending`)
         self._detector = Detector(lambda words: embedder.embed(words, op="retrieve.pending"))
@@ -259,7 +96,7 @@ class Retriever:
         ranked = answers_first(ranked, got.get, query, self._stemmer, p.answer_reach)
         ranked = buffered_first(ranked, got.get, query, self._detector, f.as_of)
         current = validity.rank(got.get, query, ranked, f.as_of, self._likeness(p))
-        return self._pack(current, p, query, got)
+        return self._packer.pack(current, p, query, got)
 
     def _likeness(self, p: RetrieveParams) -> validity.Likeness | None:
         """How the validity ranking tells statements alike in meaning (None: words only, as
@@ -442,192 +279,7 @@ class Retriever:
         ranked = top + self._timed(query, hits, p, got)
         ranked = buffered_first(ranked, got.get, query, self._detector, filters.as_of)
         current = validity.rank(got.get, query, ranked, filters.as_of, self._likeness(p))
-        return self._pack(current, p, query, got)
-
-    def _pack(
-        self,
-        ranked: list[ScoredId],
-        p: RetrieveParams,
-        query: str,
-        got: Candidates,
-    ) -> list[RetrievalResult]:
-        """Memories in rank order while they fit the budget, each as shown for ``query``.
-        The text of the memories after the first ``tail_after`` is cut (``tail_rate``)
-        only where that can help: a budget that held them all as stored, or missed only
-        memories before the tail began, keeps every word; and the cut packing is used only
-        if it holds at least as many memories (greedy packing with skips is not monotone:
-        a long memory that now fits can crowd out several short ones)."""
-        whole, tail_missed = self._pack_once(ranked, replace(p, tail_rate=1.0), query, got)
-        whole = self._checked(whole, p)
-        if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
-            return whole  # (tail_missed also needs limit > tail_after)
-        if p.tail_rate <= 0:
-            raise ConfigError(f"retrieval.tail_rate: {p.tail_rate} is outside (0, 1]")
-        cut = self._checked(self._pack_once(ranked, p, query, got)[0], p)
-        return cut if len(cut) >= len(whole) else whole
-
-    def _checked(self, out: list[RetrievalResult], p: RetrieveParams) -> list[RetrievalResult]:
-        """``out`` without its last memories while the whole context it formats counts
-        more than the budget: a real tokenizer's count of joined lines can differ from the
-        sum of theirs (the estimate's never does: ``exact_sum``)."""
-        if p.budget_tokens is None or self._counter.exact_sum:
-            return out
-        while out and self._counter.count(format_context(out)) > p.budget_tokens:
-            out = out[:-1]
-        return out
-
-    def _pack_once(
-        self,
-        ranked: list[ScoredId],
-        p: RetrieveParams,
-        query: str,
-        got: Candidates,
-    ) -> tuple[list[RetrievalResult], bool]:
-        """One packing of ``ranked`` into the budget, and whether a memory after the first
-        ``tail_after`` packed did not fit (where cutting the tail could make room)."""
-        full = False
-        out: list[RetrievalResult] = []
-        shown = self._shown(query, p)
-        readable = self._readable(query, p)
-        headers: set[str] = set()
-        used = more = 0.0  # token weight packed; of it, what readable text added
-        # Entries are fetched a few at a time: most queries stop after `limit` of them.
-        chunk = max(2 * p.limit, 16)
-        for start in range(0, len(ranked), chunk):
-            part = ranked[start : start + chunk]
-            entries = got.get([i for i, _ in part])
-            for eid, score in part:
-                e = entries.get(eid)
-                if e is None:  # deleted between search and fetch
-                    continue
-                related: tuple[MemoryEntry, ...] = ()
-                if e.kind == "event":
-                    related = tuple(
-                        self._store.list_entries(e.scope, Filters(event_id=e.id), 50, 0)
-                    )
-                e = shown(e)
-                options = [(e, 0.0)]
-                if p.budget_tokens is not None:
-                    options = self._within_budget(e, len(out), more, p, readable)
-                fit = _first_fit(options, related, headers, (used, p.budget_tokens), self._counter)
-                if fit is None:
-                    full = full or len(out) >= p.tail_after
-                    continue  # a shorter memory further down may still fit
-                e, extra, cost = fit
-                tokens = whole_tokens(used + cost) - whole_tokens(used)
-                used += cost
-                more += extra
-                headers.add(date_header(e))
-                out.append(RetrievalResult(entry=e, score=score, tokens=tokens, related=related))
-                if len(out) >= p.limit:
-                    return out, full
-        return out, full
-
-    def _within_budget(
-        self,
-        e: MemoryEntry,
-        rank: int,
-        more: float,
-        p: RetrieveParams,
-        readable: Callable[[MemoryEntry], MemoryEntry | None],
-    ) -> list[tuple[MemoryEntry, float]]:
-        """How the memory packed after ``rank`` others into a budget may be shown, best
-        first, each with the token weight its readable text adds (``more``: what readable
-        text added to the memories packed so far). The best ``readable_first``: their
-        ``readable`` text while the additions stay within ``readable_share`` of the budget
-        (where this overlaps the tail, readable text comes first). Then the text it has
-        anyway, so a readable line that misses the budget does not drop the memory: after
-        the first ``tail_after``, the stored text cut to its rarest ``tail_rate`` share of
-        words, so more memories fit; before, the stored text."""
-        options: list[tuple[MemoryEntry, float]] = []
-        whole = readable(e) if rank < p.readable_first else None
-        if whole is not None and p.budget_tokens is not None:
-            weight = self._counter.weight
-            extra = weight(_context_line(whole)) - weight(_context_line(e))
-            if more + extra <= p.readable_share * p.budget_tokens:
-                options.append((whole, extra))
-        if rank >= p.tail_after and p.tail_rate < 1.0 and e.kind == "entry":
-            return [*options, (replace(e, text=self._cut(p.tail_rate, e.text)), 0.0)]
-        return [*options, (e, 0.0)]
-
-    def _cut(self, rate: float, text: str, keep: frozenset[str] = frozenset()) -> str:
-        """``text`` cut to its rarest ``rate`` share of words (stopwords never, but those in
-        ``keep``), remembered: a budget looks at a few hundred candidates per query, mostly
-        the same memories query after query."""
-        if rate not in self._tails:  # one per rate: it caches word scores
-            self._tails[rate] = EntropyCompressor(rate)
-        if len(text) > _CUT_CHARS:  # rare, and not worth holding in memory
-            return self._tails[rate].cut(text, keep)
-        key = (rate, keep, text)
-        cut = self._cuts.get(key)
-        if cut is None:
-            if len(self._cuts) >= _KEEP_CUTS:
-                self._cuts.clear()
-            cut = self._cuts[key] = self._tails[rate].cut(text, keep)
-        return cut
-
-    def _readable(
-        self, query: str, p: RetrieveParams
-    ) -> Callable[[MemoryEntry], MemoryEntry | None]:
-        """How one of the best memories packed shows more of its original text (None: it
-        stays as stored)."""
-        if p.readable_text == "sentences":
-            shown = self._shown(query, replace(p, context_text="sentences"))
-            qstems = set(self._stemmer.tokens(" ".join(content_terms(query))))
-
-            def sentences(e: MemoryEntry) -> MemoryEntry | None:
-                held = qstems.intersection(self._stemmer.tokens(e.original_text))
-                return shown(e) if held else None
-
-            return sentences
-
-        def words(e: MemoryEntry) -> MemoryEntry | None:
-            if e.kind != "entry" or not e.original_text:
-                return None
-            text = self._cut(1.0, e.original_text, MEANING_STOPWORDS)
-            longer = estimate_tokens(text) > estimate_tokens(e.text)
-            return replace(e, text=text) if longer else None
-
-        return words
-
-    def _shown(self, query: str, p: RetrieveParams) -> Callable[[MemoryEntry], MemoryEntry]:
-        """How an entry appears in the context (and is counted against the budget)."""
-        if p.context_text == "stored":
-            return lambda e: e
-        stems = set(self._stemmer.tokens(" ".join(content_terms(query))))
-        words = p.sentence_words
-
-        def sentences(e: MemoryEntry) -> MemoryEntry:
-            if e.kind != "entry" or not e.original_text:
-                return e
-            text = select_sentences(e.original_text, stems, words, self._stemmer.tokens)
-            return replace(e, text=text)
-
-        return sentences
-
-
-def _first_fit(
-    options: Sequence[tuple[MemoryEntry, float]],
-    related: Sequence[MemoryEntry],
-    headers: set[str],
-    packed: tuple[float, int | None],
-    counter: TokenCounter,
-) -> tuple[MemoryEntry, float, float] | None:
-    """The first way of showing a memory (with its readable extra) that fits the budget
-    (``packed``: the weight packed so far and the budget), and its token weight: its line,
-    its facts' lines and its date header unless one is packed already. Weights, not
-    rounded tokens, add up: the budget holds the whole context's count, not the sum of
-    each line's rounded-up one."""
-    used, budget = packed
-    # the lines as the context writes them (escaped: "&lt;" is more tokens than "<")
-    rest = sum(counter.weight(_escape(related_line(f))) for f in related)
-    for e, extra in options:
-        cost = counter.weight(_context_line(e)) + rest
-        if date_header(e) not in headers:
-            cost += counter.weight(date_header(e))
-        if budget is None or whole_tokens(used + cost) <= budget:
-            return e, extra, cost
-    return None
+        return self._packer.pack(current, p, query, got)
 
 
 def behind_head(

@@ -43,6 +43,7 @@ __all__ = [
     "denied",
     "ended",
     "heads",
+    "is_negation",
     "is_question",
     "marks_change",
     "named_relation",
@@ -390,7 +391,7 @@ def ended(text: str, *, leaving: bool = True) -> tuple[str, ...]:
 
 def _parts(text: str) -> list[str]:
     """Lower-cased words and the punctuation that ends a clause."""
-    return re.findall(r"[\w'\u2019]+|[,;:()\u2013\u2014-]", text.lower().replace("\u2019", "'"))
+    return re.findall(r"[\w']+|[,;:()\u2013\u2014-]", text.lower().replace("\u2019", "'"))
 
 
 def denied(text: str) -> tuple[str, ...]:
@@ -403,19 +404,20 @@ def denied(text: str) -> tuple[str, ...]:
         if t in ("anymore", "now") or (t == "more" and k and parts[k - 1] == "any"):
             end = k - 1 if t == "more" else k
             j = end - 1
-            while j >= 0 and parts[j] not in _CLAUSE_ENDS and not _negation(parts[j]):
+            while j >= 0 and parts[j] not in _CLAUSE_ENDS and not is_negation(parts[j]):
                 j -= 1
-            if j >= 0 and _negation(parts[j]):
+            if j >= 0 and is_negation(parts[j]):
                 out.extend(parts[j + 1 : end])
     return tuple(out)
 
 
 def negated(text: str) -> bool:
     """Does ``text`` hold a negation ("not", "never", "don't", ...)?"""
-    return any(_negation(w) for w in _parts(text))
+    return any(is_negation(w) for w in _parts(text))
 
 
-def _negation(word: str) -> bool:
+def is_negation(word: str) -> bool:
+    """Is the (lower-cased) word a negation: "not", "never", "no", "don't", ...?"""
     return word in NEGATIONS or word.endswith("n't")
 
 
@@ -592,7 +594,7 @@ def marks_change(toks: list[str]) -> bool:
 
 def _negated(toks: list[str], k: int) -> bool:
     """A negation among the two words before ``toks[k]``."""
-    return any(t in NEGATIONS or t.endswith("n't") for t in toks[max(0, k - 2) : k])
+    return any(is_negation(t) for t in toks[max(0, k - 2) : k])
 
 
 def narrates_past(toks: list[str]) -> bool:

@@ -18,7 +18,7 @@ from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.provisional import is_provisional
-from lightmem.text import NEGATIONS, content_terms
+from lightmem.text import content_terms
 from lightmem.types import Filters, MemoryEntry, Scope
 
 __all__ = [
@@ -220,7 +220,7 @@ def _statements(entry: MemoryEntry, names: frozenset[str]) -> list[tuple[_Key, s
     out = []
     for sentence in statements.sentences(entry.original_text):
         toks = statements.tokens(sentence.replace("\u2019", "'"))
-        negations = sum(t in NEGATIONS or t.endswith("n't") for t in toks)
+        negations = sum(statements.is_negation(t) for t in toks)
         subject = statements.read(sentence, entry.speaker.lower(), names).subject
         out.append(((subject, negations, sentence.endswith("?")), set(content_terms(sentence))))
     return out
