@@ -167,3 +167,48 @@ def test_index_terms_add_bigrams_for_long_words_and_unknown_scripts() -> None:
     assert "开心" in lang.index_terms("开心果")
     assert "서울" in lang.index_terms("서울에서")
     assert "東京" in lang.index_terms("東京に住む")
+
+
+def test_jieba_reads_a_long_han_run_a_bounded_piece_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run of one character repeated 40,000 times took 50 s in one piece (jieba's cost
+    grows faster than the run); the offsets still point at the text."""
+    import jieba
+
+    read: list[int] = []
+    real = jieba.Tokenizer.tokenize
+
+    def counted(self: object, text: str, **kw: object) -> object:
+        read.append(len(text))
+        return real(self, text, **kw)
+
+    monkeypatch.setattr(jieba.Tokenizer, "tokenize", counted)
+    text = "我住在上海。" + "三" * 1_000 + "，我的猫叫小橘。"
+    toks = list(lang.tokens(text, "zh"))
+    assert read and max(read) < 1_000  # never the whole run
+    assert all(text[t.start : t.start + len(t.text)] == t.text for t in toks)
+    assert {"上海", "小橘"} <= {t.text for t in toks}
+
+
+def test_the_tagger_reads_rare_characters_by_the_dictionary_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its model weighs every tag for a character it has no table for: 200 of them took
+    3 s. A piece with more than two is tagged without the model; a sentence keeps it (a
+    name the dictionary lacks is still found), and a text past 2,000 characters is not
+    tagged at all."""
+    import jieba.posseg
+
+    used: list[bool] = []
+    real = jieba.posseg.POSTokenizer.cut
+
+    def counted(self: object, text: str, HMM: bool = True) -> object:
+        used.append(HMM)
+        return real(self, text, HMM=HMM)
+
+    monkeypatch.setattr(jieba.posseg.POSTokenizer, "cut", counted)
+    assert ("小橘", "n") in lang.tagged_words("我家猫叫小橘，住在上海浦东。") and used == [True]
+    used.clear()
+    assert len(lang.tagged_words("龘" * 200)) == 200 and used == [False]
+    assert lang.tagged_words("我住在上海。" * 400) == []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,6 +27,9 @@ __all__ = [
     "CJK_QUESTION_WORDS",
     "CJK_RE",
     "DICT_SEGMENT_MAX_CHARS",
+    "HAN_PIECE_CHARS",
+    "TAG_MAX_CHARS",
+    "TAG_UNKNOWN_CHARS",
     "WORD_RE",
     "Lang",
     "Token",
@@ -47,6 +50,14 @@ _KANA = "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 _HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 CJK_RE = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
 _HAN_RE = re.compile(f"[{_HAN}]")
+#: The longest piece of a run of Han characters jieba segments or tags at once: its cost
+#: grows faster than the run (see ``_han_words``), and a real sentence is shorter.
+HAN_PIECE_CHARS = 200
+#: The longest text the part-of-speech tagger reads (a sentence; see ``tagged_words``),
+#: and how many characters its model does not know a piece may hold to be read by it.
+TAG_MAX_CHARS = 2_000
+TAG_UNKNOWN_CHARS = 2
+_LONG_HAN_RE = re.compile(f"[{_HAN}]{{{HAN_PIECE_CHARS + 1},}}")
 _KANA_RE = re.compile(f"[{_KANA}]")
 _HANGUL_RE = re.compile(f"[{_HANGUL}]")
 WORD_RE = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -154,16 +165,31 @@ class _Jieba:
                 self._pos = jieba.posseg.POSTokenizer(tk)
             return self._pos
 
+    def known_chars(self) -> Mapping[str, Any]:
+        """The characters the tagger's model has a table of tags for."""
+        import jieba.posseg
+
+        table: Mapping[str, Any] = jieba.posseg.char_state_tab_P
+        return table
+
 
 _JIEBA = _Jieba()
 
 
 def _han_words(run: str, lang: Lang | Literal["long"]) -> list[tuple[str, int]]:
     """Words of a run of Han characters, with offsets inside the run ("zh" only; any
-    other language, or "long", keeps the run whole)."""
+    other language, or "long", keeps the run whole). jieba reads at most
+    :data:`HAN_PIECE_CHARS` characters at a time: its cost grows faster than the run
+    (a run of one character repeated 40,000 times took 50 s), and a real sentence is
+    shorter, so only a word across a cut can be split."""
     if lang != "zh" or len(run) == 1:
         return [(run, 0)]
-    return [(w, s) for w, s, _ in _JIEBA.get().tokenize(run, HMM=True)]
+    jieba = _JIEBA.get()
+    return [
+        (w, start + s)
+        for start in range(0, len(run), HAN_PIECE_CHARS)
+        for w, s, _ in jieba.tokenize(run[start : start + HAN_PIECE_CHARS], HMM=True)
+    ]
 
 
 def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
@@ -190,10 +216,32 @@ def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
 def tagged_words(text: str) -> list[tuple[str, str]]:
     """The words of a Chinese ``text`` with jieba's part-of-speech tags ("ns" a place, "nr"
     a person, "m" a number, "x" punctuation, ...), in order. For the update detector's
-    Chinese reading; texts past :data:`DICT_SEGMENT_MAX_CHARS` are not tagged (empty)."""
-    if len(text) > DICT_SEGMENT_MAX_CHARS:
+    Chinese reading; texts past :data:`TAG_MAX_CHARS` are not tagged (empty). The tagger's
+    hidden Markov model weighs every tag for a character its table does not know (about
+    250, against a few for a known one: 200 rare characters took 3 s), so a piece holding
+    more than :data:`TAG_UNKNOWN_CHARS` of them is tagged by the dictionary alone."""
+    if len(text) > TAG_MAX_CHARS:
         return []
-    return [(p.word, p.flag) for p in _JIEBA.pos().cut(text, HMM=True)]
+    tagger, known = _JIEBA.pos(), _JIEBA.known_chars()
+    out: list[tuple[str, str]] = []
+    for piece in _han_pieces(text):
+        unknown = sum(1 for c in piece if c not in known and _HAN_RE.match(c))
+        out += [(p.word, p.flag) for p in tagger.cut(piece, HMM=unknown <= TAG_UNKNOWN_CHARS)]
+    return out
+
+
+def _han_pieces(text: str) -> Iterator[str]:
+    """``text`` in pieces whose runs of Han characters hold at most
+    :data:`HAN_PIECE_CHARS` characters (a longer run is cut; nothing else is)."""
+    start = 0
+    for m in _LONG_HAN_RE.finditer(text):
+        if m.start() > start:
+            yield text[start : m.start()]
+        run = m.group()
+        yield from (run[k : k + HAN_PIECE_CHARS] for k in range(0, len(run), HAN_PIECE_CHARS))
+        start = m.end()
+    if start < len(text):
+        yield text[start:]
 
 
 def words(text: str) -> list[str]:

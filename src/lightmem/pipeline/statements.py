@@ -36,6 +36,7 @@ __all__ = [
     "FIRST_PERSON",
     "KIN",
     "NOT_NAMES",
+    "READ_CHARS",
     "SELF",
     "TITLES",
     "Reading",
@@ -49,6 +50,7 @@ __all__ = [
     "named_relation",
     "narrates_past",
     "negated",
+    "opening",
     "past_verbs",
     "present_words",
     "read",
@@ -220,6 +222,17 @@ _PAST = frozenset(
 )
 
 
+#: How much of a memory's text its statements are read from: a turn is read whole, a
+#: pasted document only at its start (reading Chinese tags every word, ~30,000 characters
+#: a second, far fewer for some texts; see :func:`lightmem.lang.tagged_words`).
+READ_CHARS = 2_000
+
+
+def opening(text: str) -> str:
+    """The part of a memory's ``text`` whose statements the update reading reads."""
+    return text[:READ_CHARS]
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of ``text``, stripped, non-empty: split at . ! ? followed by a space
     (not after a title such as "Dr." or a single letter, as in "e.g." or "J. Smith"), at
@@ -353,7 +366,7 @@ def subjects(text: str, speaker: str, *, newer: bool) -> frozenset[str]:
     roommate, cooks": who the roommate is)."""
     me = speaker.lower()
     out: set[str] = set()
-    for sentence in sentences(text):
+    for sentence in sentences(opening(text)):
         if is_question(sentence):
             continue
         if statements_zh.applies(sentence):

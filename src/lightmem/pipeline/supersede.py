@@ -390,7 +390,7 @@ def _facts(e: MemoryEntry, names: Collection[str]) -> _Facts:
     speaker = e.speaker.lower()
     readings = [
         statements.read(s, speaker, names)
-        for s in statements.sentences(e.original_text)
+        for s in statements.sentences(statements.opening(e.original_text))
         if not statements.is_question(s)
     ]
 

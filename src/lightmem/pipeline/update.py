@@ -218,7 +218,7 @@ def _statements(entry: MemoryEntry, names: frozenset[str]) -> list[tuple[_Key, s
     """Each sentence of ``entry`` with its content words, keyed by what a restatement must
     keep: its subject, its number of negations and whether it asks."""
     out = []
-    for sentence in statements.sentences(entry.original_text):
+    for sentence in statements.sentences(statements.opening(entry.original_text)):
         toks = statements.tokens(sentence.replace("\u2019", "'"))
         negations = sum(statements.is_negation(t) for t in toks)
         subject = statements.read(sentence, entry.speaker.lower(), names).subject
