@@ -123,6 +123,14 @@ def test_bad_update_parameters(filled: LightMemory) -> None:
         filled.offline_update_all_entries(score_threshold=2)
 
 
+def test_an_update_text_is_held_to_a_messages_length(filled: LightMemory) -> None:
+    """A 6 MB text once held a server worker in one regex scan until it was killed."""
+    entry = filled.list_entries({"kind": "entry"}, limit=1)[0]
+    with pytest.raises(InvalidInputError, match=r"^text: longer than 1000000 characters"):
+        filled.update(entry.id, "x " * 500_001)
+    assert filled.get(entry.id).text == entry.text
+
+
 @pytest.mark.parametrize(
     ("config", "field"),
     [

@@ -149,6 +149,7 @@ def test_a_session_whose_stage_i_fails_raises_at_start(
     [
         ([{"text": "Ovens preheat to 200C.", "source": None}], "text_or_docs[0].source"),
         ([{"text": "Ovens preheat to 200C.", "source": 3}], "text_or_docs[0].source"),
+        ([{"text": "Ovens.", "source": "s" * 2_001}], "text_or_docs[0].source: longer than"),
         (
             [{"text": "Ovens preheat to 200C.", "title": "Manual p.3"}],
             "text_or_docs[0].title: unknown field",

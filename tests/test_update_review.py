@@ -6,6 +6,7 @@ entropy compressor neither empties a turn nor drops what a negation negates."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,42 @@ def test_the_default_pipeline_stores_no_empty_memory(store_path: Path) -> None:
 )
 def test_a_kept_negation_keeps_what_it_negates(turn: str, kept: str) -> None:
     assert kept in EntropyCompressor().compress(turn)
+
+
+def test_an_entry_another_writer_deleted_meanwhile_is_skipped(store_path: Path) -> None:
+    """Two processes updating one store: what one deletes between the other's reading a
+    batch and acting on it is skipped, not a NotFoundError ending the whole pass (a
+    server with two workers answered 404 to an update)."""
+    from lightmem.embed.wordllama import WordLlamaEmbedder
+    from lightmem.pipeline.update import OfflineUpdater, UpdateAction, UpdateItem
+    from lightmem.store.sqlite import SQLiteStore
+
+    class DeletedMeanwhile:
+        """The offline updater, but the other writer deletes each target first."""
+
+        name = "offline"
+        pairs_per_call = 10_000
+
+        def __init__(self, inner: OfflineUpdater, other: LightMemory) -> None:
+            self.inner, self.other = inner, other
+
+        def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+            actions = self.inner.decide(items)
+            for a in actions:
+                if a.op == "delete":
+                    self.other.delete(a.target_id)
+            return actions
+
+        def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+            return self.inner.review(items)
+
+    turns = [_turn("old", "I don't eat meat.", JAN), _turn("new", "I don't eat meat at all.", JUN)]
+    with LightMemory.from_config({"store": {"path": str(store_path)}}) as other:
+        other.add_memory(turns, force_extract=True)
+        embedder = WordLlamaEmbedder()
+        updater = DeletedMeanwhile(OfflineUpdater(embedder), other)
+        with LightMemory(SQLiteStore(store_path), embedder, updater=updater) as mem:
+            mem.construct_update_queue_all_entries()
+            report = mem.offline_update_all_entries()  # raised NotFoundError
+        assert report.deleted == () and _own(other, "old") is None
+        assert _own(other, "new") is not None

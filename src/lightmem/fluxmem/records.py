@@ -11,7 +11,14 @@ from lightmem.fluxmem.types import Repair, StepResult, Subgraph
 from lightmem.pipeline.messages import MAX_CONTENT_CHARS
 from lightmem.sanitize import check_text
 
-__all__ = ["MAX_DOCUMENTS", "Crash", "attempt_record", "documents", "repair_record"]
+__all__ = [
+    "MAX_DOCUMENTS",
+    "MAX_SOURCE_CHARS",
+    "Crash",
+    "attempt_record",
+    "documents",
+    "repair_record",
+]
 
 #: Documents in one ``add_knowledge`` call (each becomes one or more nodes); each document
 #: holds at most :data:`~lightmem.pipeline.messages.MAX_CONTENT_CHARS` characters.
@@ -54,14 +61,26 @@ def repair_record(r: Repair) -> dict[str, str]:
     return {"op": r.op, "node_id": r.node_id, "detail": r.detail}
 
 
+#: The longest ``source`` label of a document (a title, a file name, a URL).
+MAX_SOURCE_CHARS = 2_000
+
+
+def _source(src: object, where: str) -> str:
+    """``src`` if it is a string of at most :data:`MAX_SOURCE_CHARS` characters."""
+    if not isinstance(src, str):
+        raise InvalidInputError(f"{where}: expected a string, got {_tname(src)}")
+    if len(src) > MAX_SOURCE_CHARS:
+        raise InvalidInputError(f"{where}: longer than {MAX_SOURCE_CHARS} characters")
+    return src
+
+
 def documents(
     raw: str | Sequence[str] | Sequence[Mapping[str, str]], source: str
 ) -> list[tuple[str, str]]:
     """``(text, source)`` of each document given to ``add_knowledge``: a string, or a
     mapping of ``text`` and optionally ``source`` (a string; default ``source``). Every
     document must hold text: one that would add nothing is refused, not skipped."""
-    if not isinstance(source, str):
-        raise InvalidInputError("source: expected a string")
+    source = _source(source, "source")
     if isinstance(raw, str):
         _check_text(raw, "text_or_docs")
         if not raw.strip():
@@ -92,8 +111,7 @@ def documents(
             text, src = d.get("text"), d.get("source", source)
             if not isinstance(text, str):
                 raise InvalidInputError(f"{where}.text: expected a string, got {_tname(text)}")
-            if not isinstance(src, str):
-                raise InvalidInputError(f"{where}.source: expected a string, got {_tname(src)}")
+            src = _source(src, f"{where}.source")
             where += ".text"
         else:
             raise InvalidInputError(f"{where}: expected a string or {{'text': ...}}")

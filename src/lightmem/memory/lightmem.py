@@ -38,7 +38,7 @@ from lightmem.pipeline.compress import (
 from lightmem.pipeline.context_format import format_context
 from lightmem.pipeline.extract import MemoryManager, retimed
 from lightmem.pipeline.ingest import IngestResult
-from lightmem.pipeline.messages import MAX_MESSAGES, normalize_messages
+from lightmem.pipeline.messages import MAX_CONTENT_CHARS, MAX_MESSAGES, normalize_messages
 from lightmem.pipeline.retrieve import Retriever
 from lightmem.pipeline.summarize import (
     KeywordSummarizer,
@@ -316,6 +316,8 @@ class LightMemory:
         check_editable(entry.id)
         if not isinstance(text, str) or not text.strip():
             raise InvalidInputError("text: expected a non-empty string")
+        if len(text) > MAX_CONTENT_CHARS:  # as a message's content (a 6 MB text stalled a worker)
+            raise InvalidInputError(f"text: longer than {MAX_CONTENT_CHARS} characters")
         check_text(text, "text")
         when = retimed(entry, text, self.settings.resolve_time)
         new = replace(entry, text=text, original_text=text, event_time=when)

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lightmem.embed.base import Embedder
-from lightmem.errors import InvalidInputError
+from lightmem.errors import InvalidInputError, NotFoundError
 from lightmem.ledger import UsageRecord
 from lightmem.pipeline import statements
 from lightmem.pipeline.provisional import extracted_vectors
@@ -327,6 +327,8 @@ class _UpdateState:
     reviewed: int = 0
     updated: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
+    #: entries another writer deleted while this pass ran (acted on no more)
+    vanished: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
@@ -373,24 +375,42 @@ def _apply(
             state.rejected += 1
             log.warning("update action on %r refused: not in its batch", action.target_id)
             continue
-        if entry.id in state.deleted:
+        if entry.id in state.deleted or entry.id in state.vanished:
             continue
-        if action.op == "supersede":
-            _supersede(store, entry, current.get(action.by), action, state)
-            continue
-        if action.op == "delete":
-            store.delete_entry(entry.id, entry.scope, action.reason)
-            state.deleted.add(entry.id)
-            continue
-        new = replace(
-            entry,
-            text=action.new_text or entry.text,
-            original_text=action.new_text or entry.original_text,
-            source_ids=tuple(dict.fromkeys((*entry.source_ids, *action.add_source_ids))),
-        )
-        vec = embedder.embed([new.search_text], op="update")[0]
-        current[entry.id] = store.update_entry(new, vec, action.reason)
-        state.updated.append(entry.id)
+        try:
+            _act(store, embedder, entry, action, current, state)
+        except NotFoundError:
+            # Another writer (a pass of another process on the same store) deleted it
+            # since this batch was read: there is nothing left to act on.
+            log.info("update action on %r skipped: deleted by another writer", entry.id)
+            state.vanished.add(entry.id)
+
+
+def _act(
+    store: MemoryStore,
+    embedder: Embedder,
+    entry: MemoryEntry,
+    action: UpdateAction,
+    current: dict[str, MemoryEntry],
+    state: _UpdateState,
+) -> None:
+    """Apply one of the updater's actions to ``entry`` (of the batch, not deleted)."""
+    if action.op == "supersede":
+        _supersede(store, entry, current.get(action.by), action, state)
+        return
+    if action.op == "delete":
+        store.delete_entry(entry.id, entry.scope, action.reason)
+        state.deleted.add(entry.id)
+        return
+    new = replace(
+        entry,
+        text=action.new_text or entry.text,
+        original_text=action.new_text or entry.original_text,
+        source_ids=tuple(dict.fromkeys((*entry.source_ids, *action.add_source_ids))),
+    )
+    vec = embedder.embed([new.search_text], op="update")[0]
+    current[entry.id] = store.update_entry(new, vec, action.reason)
+    state.updated.append(entry.id)
 
 
 def _review(
@@ -419,7 +439,11 @@ def _review(
                 "review action on %r refused: not a supersession in scope", action.target_id
             )
             continue
-        _supersede(store, old, known.get(action.by), action, state)
+        try:
+            _supersede(store, old, known.get(action.by), action, state)
+        except NotFoundError:  # deleted by another writer since it was read (see _apply)
+            log.info("review action on %r skipped: deleted by another writer", old.id)
+            state.vanished.add(old.id)
 
 
 def scope_queue(
