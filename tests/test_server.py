@@ -409,3 +409,30 @@ def test_the_api_docs_load_nothing_from_the_network(rest: str) -> None:
     for asset in re.findall(r"""(?:src|href)=['"](/docs/assets/[^'"]+)['"]""", html):
         assert httpx.get(f"{rest}{asset}").status_code == 200, asset
     assert "/docs/assets/swagger-ui-bundle.js" in html
+
+
+def test_a_client_that_never_finishes_its_headers_is_let_go(tmp_path: Path) -> None:
+    """uvicorn alone kept such a connection open for minutes (42,000 of them, with no
+    key, used up the workers' file descriptors); one sending its headers is served."""
+    import socket
+    import time
+
+    from lightmem.server.connections import HeaderDeadline
+
+    class Quick(HeaderDeadline):
+        header_deadline_s = 0.5
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    try:
+        with LiveServer(create_app(pool, keys), http=Quick) as url:
+            port = int(url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+                slow.sendall(b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n")  # never ends
+                started = time.monotonic()
+                assert slow.recv(1024) == b""  # closed by the server
+                assert time.monotonic() - started < 8
+            assert httpx.get(f"{url}/openapi.json", timeout=10).status_code == 200
+    finally:
+        keys.close()
+        pool.close()

@@ -69,6 +69,7 @@ def dispatch(args: argparse.Namespace) -> int:
     import uvicorn
 
     from lightmem.server.access_log import log_config
+    from lightmem.server.connections import uvicorn_options
 
     if args.command == "mcp" and args.transport == "stdio":
         return _stdio_mcp(args)
@@ -111,6 +112,7 @@ def dispatch(args: argparse.Namespace) -> int:
             workers=args.workers,
             log_level="warning",
             log_config=log_config(not args.no_access_log),
+            **uvicorn_options(),
         )
         _say("lightmem serve: stopped")
         return 0
@@ -132,6 +134,7 @@ def dispatch(args: argparse.Namespace) -> int:
         port=args.port,
         log_level="warning",
         log_config=log_config(not args.no_access_log),
+        **uvicorn_options(),
     )
     pool.close()
     _say("lightmem mcp: stopped")

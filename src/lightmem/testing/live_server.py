@@ -14,13 +14,17 @@ __all__ = ["LiveServer"]
 class LiveServer:
     """``with LiveServer(app) as base_url: ...`` serves ``app`` on 127.0.0.1 meanwhile."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, **options: Any) -> None:
+        """``options``: more ``uvicorn.Config`` settings (say, the servers' own
+        :func:`~lightmem.server.connections.uvicorn_options`)."""
         import uvicorn
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", **options
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
