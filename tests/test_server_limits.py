@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -384,6 +385,101 @@ def test_a_tenants_slot_is_freed_whatever_the_answer(tmp_path: Path) -> None:
                 assert c.post("/v1/memories", json={"messages": 5}).status_code == 422
                 assert c.post("/v1/memories/search", json={"query": ""}).status_code == 422
                 assert c.get("/v1/stats").status_code == 200
+    finally:
+        keys.close()
+        pool.close()
+
+
+# -- per-tenant limits outside the REST handlers (attack review) ---------------------------
+def test_mcp_calls_of_one_tenant_are_limited_like_rest() -> None:
+    """One tenant's 60 concurrent MCP adds made another's stats take 31 s: past the limit
+    a tenant gets 429, other tenants are served, and the slot comes back with the answer."""
+    import asyncio
+
+    from lightmem.server.body_gate import TenantInFlight
+    from lightmem.server.in_flight import InFlight
+
+    release = asyncio.Event()
+
+    async def slow_app(scope: object, receive: object, send: object) -> None:
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"ok", "more_body": False})  # type: ignore[operator]
+
+    gate = TenantInFlight(slow_app, InFlight(1))
+
+    async def run() -> list[int]:
+        async def one(tenant: str) -> int:
+            state = {"lightmem_tenant": tenant}  # as the body gate leaves it
+            scope: dict[str, object] = {"type": "http", "method": "POST", "state": state}
+            sent: list[dict[str, Any]] = []
+
+            async def receive() -> dict[str, object]:
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message)
+
+            await gate(scope, receive, send)
+            return int(sent[0]["status"])
+
+        first = asyncio.create_task(one("acme"))
+        await asyncio.sleep(0.01)
+        second = await asyncio.wait_for(one("acme"), 10)  # acme is at its limit
+        release.set()  # (other tenants and the next call are served)
+        return [await first, second, await one("acme"), await one("other")]
+
+    assert asyncio.run(run()) == [200, 429, 200, 200]
+
+
+def test_one_tenant_has_a_few_bodies_read_at_once(tmp_path: Path) -> None:
+    """100 slow 8 MB uploads with one key held 1 GB of buffers before any request limit:
+    past ``max_reading`` bodies being read, the tenant gets 429 without a byte read."""
+    import asyncio
+
+    from lightmem.server.body_gate import BodyGate
+
+    pool = TenantPool(tmp_path / "data")
+    keys = pool.keys()
+    key = keys.create("acme")
+    try:
+        reached: list[bytes] = []
+
+        async def app(scope: object, receive: object, send: object) -> None:
+            reached.append((await receive())["body"])  # type: ignore[operator]
+            await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+            await send({"type": "http.response.body", "body": b"", "more_body": False})  # type: ignore[operator]
+
+        gate = BodyGate(app, max_bytes=1_000, keys=keys, max_reading=1)
+
+        async def run() -> list[int]:
+            stalled, done = asyncio.Event(), asyncio.Event()
+            headers = [(b"content-length", b"2"), (b"authorization", f"Bearer {key}".encode())]
+            scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+            statuses: list[int] = []
+
+            async def slow_receive() -> dict[str, object]:
+                stalled.set()
+                await done.wait()  # the body's last part comes later
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+
+            async def fast_receive() -> dict[str, object]:
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+
+            async def send(message: dict[str, object]) -> None:
+                if message["type"] == "http.response.start":
+                    statuses.append(int(message["status"]))  # type: ignore[call-overload]
+
+            first = asyncio.create_task(gate(dict(scope), slow_receive, send))
+            await stalled.wait()
+            await gate(dict(scope), fast_receive, send)  # one body of acme is being read
+            done.set()
+            await first
+            await gate(dict(scope), fast_receive, send)  # read again once it is free
+            return statuses
+
+        assert asyncio.run(run()) == [429, 200, 200]
+        assert reached == [b"{}", b"{}"]
     finally:
         keys.close()
         pool.close()

@@ -21,8 +21,9 @@ from lightmem.errors import InvalidInputError, LightMemError
 from lightmem.pipeline.update import MAX_KEEP_TOP_N, MAX_TOP_K
 from lightmem.server import schemas, service
 from lightmem.server.access_log import AccessLog, ASGIApp
-from lightmem.server.body_gate import BodyGate
+from lightmem.server.body_gate import BodyGate, TenantInFlight
 from lightmem.server.env import DEFAULT_MAX_BODY
+from lightmem.server.in_flight import MAX_IN_FLIGHT, InFlight
 from lightmem.server.schemas import (
     TIME_WINDOW_PATTERN,
     AgentId,
@@ -468,11 +469,17 @@ def http_resolver(pool: TenantPool) -> Callable[[], Tenant]:
 
 
 def http_app(
-    pool: TenantPool, keys: KeyRegistry, *, max_body_bytes: int = DEFAULT_MAX_BODY
+    pool: TenantPool,
+    keys: KeyRegistry,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> ASGIApp:
     """MCP over streamable HTTP at ``/mcp`` for ``pool``'s tenants, each call authorised by
     its key: behind the body gate (no body read without a valid key, a size limit and a
-    deadline) and the access log, like the REST API."""
+    deadline), at most ``max_in_flight`` calls of one tenant at a time (429 past it), and
+    the access log, like the REST API."""
     server = create_mcp(http_resolver(pool), auth=KeyVerifier(keys))
-    gated = BodyGate(server.http_app(path="/mcp"), max_bytes=max_body_bytes, keys=keys)
+    counted = TenantInFlight(server.http_app(path="/mcp"), InFlight(max_in_flight))
+    gated = BodyGate(counted, max_bytes=max_body_bytes, keys=keys)
     return AccessLog(gated)

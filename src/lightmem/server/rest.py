@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
 from importlib import resources
@@ -20,7 +18,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from swagger_ui_bundle import swagger_ui_path
 
 from lightmem.errors import (
-    ConfigError,
     InvalidInputError,
     LightMemError,
 )
@@ -45,6 +42,7 @@ from lightmem.server.env import (
     bytes_from_env,
     config_from_env,
 )
+from lightmem.server.in_flight import MAX_IN_FLIGHT, InFlight, busy
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
 from lightmem.server.tenancy import (
     SERVER_SCHEMA,
@@ -53,13 +51,12 @@ from lightmem.server.tenancy import (
     TenantPool,
     single_threaded_blas,
 )
-from lightmem.validate import MAX_OFFSET, whole_number
+from lightmem.validate import MAX_OFFSET
 
 __all__ = [
     "DEFAULT_MAX_BODY",
     "MAX_IN_FLIGHT",
     "AddBody",
-    "InFlight",
     "KnowledgeBody",
     "OfflineUpdateBody",
     "RestoreBody",
@@ -77,9 +74,6 @@ __all__ = [
 ]
 
 Scope = dict[str, str | None]
-
-#: Requests of one tenant served at a time (of the 40 threads the handlers share).
-MAX_IN_FLIGHT = 8
 
 
 class _Body(BaseModel):
@@ -181,9 +175,8 @@ def create_app(
         return _error(401, "Unauthorized", UNAUTHORIZED, dict(CHALLENGE))
 
     @app.exception_handler(_Busy)
-    async def busy(_: Request, __: Exception) -> JSONResponse:
-        message = f"tenant: {max_in_flight} requests already in flight; retry"
-        return _error(429, "TooManyRequests", message, {"Retry-After": "1"})
+    async def at_limit(_: Request, __: Exception) -> JSONResponse:
+        return _error(429, "TooManyRequests", busy(max_in_flight), {"Retry-After": "1"})
 
     @app.exception_handler(LightMemError)
     async def lightmem_error(_: Request, exc: Exception) -> JSONResponse:
@@ -391,32 +384,6 @@ class _Unauthorized(Exception):
 
 class _Busy(Exception):
     pass
-
-
-class InFlight:
-    """At most ``limit`` requests of one tenant served at a time. The handlers share one
-    thread pool, and a tenant's store serialises its writers: without this, one tenant's
-    many slow requests held every thread while they waited for their own store, and every
-    other tenant queued behind them (a 15 ms search took 24 s)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = whole_number("max_in_flight", limit, 1, error=ConfigError)
-        self._lock = threading.Lock()
-        self._serving: Counter[str] = Counter()
-
-    def enter(self, tenant: str) -> bool:
-        """Count one more request of ``tenant``; False (nothing counted) if it is at the limit."""
-        with self._lock:
-            if self._serving[tenant] >= self.limit:
-                return False
-            self._serving[tenant] += 1
-            return True
-
-    def leave(self, tenant: str) -> None:
-        with self._lock:
-            self._serving[tenant] -= 1
-            if not self._serving[tenant]:
-                del self._serving[tenant]
 
 
 def _tenant(
