@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from lightmem.timeparse import format_date, format_month
@@ -45,7 +47,9 @@ UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
 _UNIT_NAMED: dict[str, TimeUnit] = {u: u for u in UNITS}
 
 #: meteorological seasons of the northern hemisphere: name -> (first month, months)
-SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+SEASONS: Mapping[str, int] = MappingProxyType(
+    {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+)
 
 
 @dataclass(frozen=True, slots=True)

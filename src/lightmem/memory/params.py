@@ -3,7 +3,9 @@ call arguments, the extraction roles per ``messages_use`` and the word-surprisal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from lightmem import validate
 from lightmem.config import Settings
@@ -14,7 +16,9 @@ from lightmem.pipeline.retrieve_params import RetrieveParams
 __all__ = ["ROLES", "retrieve_params", "scorer"]
 
 #: The roles extraction reads, per ``messages_use`` (absent: every role).
-ROLES = {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
+ROLES: Mapping[str, frozenset[str]] = MappingProxyType(
+    {"user_only": frozenset({"user"}), "assistant_only": frozenset({"assistant"})}
+)
 
 _MODES = ("embedding", "context", "hybrid", "hierarchical")
 

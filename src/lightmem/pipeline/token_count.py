@@ -10,9 +10,10 @@ that tokenizer's tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 from lightmem.errors import BackendError
@@ -129,9 +130,11 @@ def cl100k_counter() -> TokenizerCount:
 
 
 #: What ``retrieval.token_counter`` names, each built when a memory is opened.
-COUNTERS: dict[str, Callable[[], TokenCounter]] = {
-    "words": WordEstimate,
-    "llama2": llama2_counter,
-    "cl100k": cl100k_counter,
-}
+COUNTERS: Mapping[str, Callable[[], TokenCounter]] = MappingProxyType(
+    {
+        "words": WordEstimate,
+        "llama2": llama2_counter,
+        "cl100k": cl100k_counter,
+    }
+)
 TOKEN_COUNTERS = tuple(COUNTERS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -43,7 +44,7 @@ __all__ = [
 #: buffer (up to the body limit) and a connection for as long as it stayed open.
 BODY_DEADLINE_S = 30.0
 UNAUTHORIZED = "a valid API key is required"
-CHALLENGE = {"WWW-Authenticate": "Bearer"}
+CHALLENGE: Mapping[str, str] = MappingProxyType({"WWW-Authenticate": "Bearer"})
 #: Where the gate leaves the tenant of the key it checked, in the request's ASGI state.
 TENANT_STATE = "lightmem_tenant"
 #: Bodies one tenant may have being read at once, per worker (see :class:`BodyGate`).

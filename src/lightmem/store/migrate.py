@@ -21,6 +21,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from lightmem.errors import InvalidInputError, StoreError
@@ -68,18 +69,22 @@ COPIED: tuple[TableCopy, ...] = (
 )
 
 #: The SQLite tables not copied, and why.
-NOT_COPIED: dict[str, str] = {
-    "meta": "the target's own (schema version, locks); the embedder binding is carried over "
-    "by binding the target to the same embedder",
-    "schema_migrations": "the target's own record of its migration steps",
-    "sqlite_sequence": "SQLite's counters; the target's sequences continue after the copied ids",
-    "vectors": "copied as entries.embedding",
-    "graph_vectors": "copied as graph_nodes.embedding",
-    "graph_fts": "derived: the target computes its own full-text terms (search_terms)",
-    "index_log": "derived: the change log of the SQLite search index",
-    "reembed_vectors": "derived: vectors an interrupted re-embed staged; run again on the "
-    "target, it embeds them again",
-}
+NOT_COPIED: Mapping[str, str] = MappingProxyType(
+    {
+        "meta": "the target's own (schema version, locks); the embedder binding is carried over "
+        "by binding the target to the same embedder",
+        "schema_migrations": "the target's own record of its migration steps",
+        "sqlite_sequence": (
+            "SQLite's counters; the target's sequences continue after the copied ids"
+        ),
+        "vectors": "copied as entries.embedding",
+        "graph_vectors": "copied as graph_nodes.embedding",
+        "graph_fts": "derived: the target computes its own full-text terms (search_terms)",
+        "index_log": "derived: the change log of the SQLite search index",
+        "reembed_vectors": "derived: vectors an interrupted re-embed staged; run again on the "
+        "target, it embeds them again",
+    }
+)
 
 
 def source_columns(s: sqlite3.Connection, table: str) -> list[str]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,9 @@ __all__ = ["COLUMNS", "VectorRows"]
 
 #: Filter columns (object arrays) and their place in a row of
 #: :data:`lightmem.store.sqlite_search.ROW_SQL`.
-COLUMNS = {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7, "event": 9}
+COLUMNS: Mapping[str, int] = MappingProxyType(
+    {"user": 1, "agent": 2, "run": 3, "speaker": 5, "topic": 6, "kind": 7, "event": 9}
+)
 #: Query vectors whose scores over every row are kept (see :meth:`VectorRows._scores`).
 _KEPT_QUERIES = 2
 VEC, TS, RID = 8, 4, 13
