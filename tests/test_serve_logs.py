@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -63,6 +64,23 @@ class _Server:
         return "\n".join(self.lines)
 
 
+@pytest.fixture
+def start() -> Iterator[Callable[[list[str]], _Server]]:
+    """Starts CLI servers; any still running when the test ends (it failed before
+    stopping them) is killed, not left serving."""
+    made: list[_Server] = []
+
+    def start(args: list[str]) -> _Server:
+        made.append(_Server(args))
+        return made[-1]
+
+    yield start
+    for server in made:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+
+
 def _key(data_dir: Path) -> str:
     out = subprocess.run(
         [*CLI, "keys", "create", "--tenant", "acme", "--data-dir", str(data_dir)],
@@ -74,10 +92,12 @@ def _key(data_dir: Path) -> str:
     return key
 
 
-def test_serve_says_where_it_listens_logs_requests_and_stops(tmp_path: Path) -> None:
+def test_serve_says_where_it_listens_logs_requests_and_stops(
+    tmp_path: Path, start: Callable[[list[str]], _Server]
+) -> None:
     data, port = tmp_path / "data", _free_port()
     key = _key(data)
-    server = _Server(["serve", "--port", str(port), "--data-dir", str(data)])
+    server = start(["serve", "--port", str(port), "--data-dir", str(data)])
     base = f"http://127.0.0.1:{port}"
     server.wait_for(f"{base}/docs")
     r = httpx.post(
@@ -102,10 +122,10 @@ def test_serve_says_where_it_listens_logs_requests_and_stops(tmp_path: Path) -> 
     assert key not in log and key.split("_")[1] not in log
 
 
-def test_mcp_over_http_says_its_url(tmp_path: Path) -> None:
+def test_mcp_over_http_says_its_url(tmp_path: Path, start: Callable[[list[str]], _Server]) -> None:
     data, port = tmp_path / "data", _free_port()
     _key(data)
-    server = _Server(["mcp", "--transport", "http", "--port", str(port), "--data-dir", str(data)])
+    server = start(["mcp", "--transport", "http", "--port", str(port), "--data-dir", str(data)])
     url = f"http://127.0.0.1:{port}/mcp"
     server.wait_for(url)
     log = server.stop()

@@ -134,7 +134,7 @@ class BodyGate:
             await _send_413(send, self.max_bytes)
             return
         if not self.reading.enter(tenant):
-            message = busy(self.reading.limit).replace("requests", "bodies being read", 1)
+            message = f"tenant: {self.reading.limit} bodies already being read; retry"
             await send_error(send, 429, "TooManyRequests", message, {"Retry-After": "1"})
             return
         try:
