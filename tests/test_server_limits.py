@@ -483,3 +483,36 @@ def test_one_tenant_has_a_few_bodies_read_at_once(tmp_path: Path) -> None:
     finally:
         keys.close()
         pool.close()
+
+
+def test_a_listing_page_ends_before_its_text_passes_the_budget(tmp_path: Path) -> None:
+    """1,000 entries of 1 MB fields made a 66 MB answer: a page holds at most
+    ``max_chars`` of memory text (at least one entry), and ``next_offset`` goes on from
+    where it ended, so paging still reaches every entry once."""
+    from lightmem.server import service
+    from lightmem.server.tenancy import open_tenant
+
+    tenant = open_tenant("acme", {"store": {"path": str(tmp_path / "t.db")}})
+    try:
+        texts = [f"Note {i}: " + "word " * (40 if i % 2 else 400) for i in range(120)]
+        tenant.memory.add_memory([{"content": t} for t in texts], force_extract=True)
+        every = tenant.memory.list_entries({"kind": "entry"}, limit=1000)
+        assert len(every) == 120
+        seen: list[str] = []
+        offset: int | None = 0
+        pages = 0
+        while offset is not None:
+            page = service.list_memories(
+                tenant, filters={"kind": "entry"}, limit=100, offset=offset, max_chars=20_000
+            )
+            chars = sum(len(e["text"]) + len(e["original_text"]) for e in page["items"])
+            assert page["items"] and (chars <= 20_000 or len(page["items"]) == 1)
+            seen += [e["id"] for e in page["items"]]
+            offset, pages = page["next_offset"], pages + 1
+        assert seen == [e.id for e in every] and pages > 2
+        whole = service.list_memories(tenant, filters={"kind": "entry"}, limit=100)
+        assert len(whole["items"]) == 100 and whole["next_offset"] == 100  # as before
+        tail = service.list_memories(tenant, filters={"kind": "entry"}, limit=100, offset=100)
+        assert len(tail["items"]) == 20 and tail["next_offset"] is None
+    finally:
+        tenant.memory.close()

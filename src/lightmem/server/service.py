@@ -24,8 +24,10 @@ from lightmem.fluxmem.types import (
 )
 from lightmem.sanitize import check_value
 from lightmem.server.tenancy import Tenant
+from lightmem.types import MemoryEntry
 
 __all__ = [
+    "MAX_PAGE_CHARS",
     "MAX_STEP_ITEMS",
     "add_knowledge",
     "add_memory",
@@ -148,6 +150,13 @@ def get_memory(t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None)
     return {**entry.to_dict(), "sources": sources}
 
 
+#: The characters of memory text one page of a listing holds at most (its entries' text,
+#: original text and context; at least one entry whatever its size): 1,000 entries whose
+#: fields hold up to 1,000,000 characters each made a 66 MB answer, all in memory at once.
+MAX_PAGE_CHARS = 8_000_000
+_PAGE_CHUNK = 50  # entries read at a time while a page is filled
+
+
 def list_memories(
     t: Tenant,
     *,
@@ -156,16 +165,40 @@ def list_memories(
     offset: int = 0,
     scope: Mapping[str, Any] | None = None,
     all_scopes: bool = False,
+    max_chars: int = MAX_PAGE_CHARS,
 ) -> dict[str, Any]:
-    items = t.memory.list_entries(
-        filters, limit=limit + 1, offset=offset, all_scopes=all_scopes, **_scope(scope)
-    )
-    page = items[:limit]
+    """A page of at most ``limit`` entries from ``offset``, ended early when their text
+    would pass ``max_chars``; ``next_offset`` is where the next page starts (None: none)."""
+
+    def read(at: int, n: int) -> list[MemoryEntry]:
+        return t.memory.list_entries(
+            filters, limit=n, offset=at, all_scopes=all_scopes, **_scope(scope)
+        )
+
+    page: list[MemoryEntry] = []
+    size = 0
+    while len(page) < limit:
+        want = min(_PAGE_CHUNK, limit - len(page))
+        got = read(offset + len(page), want + 1)
+        for e in got[:want]:
+            chars = len(e.text) + len(e.original_text) + len(e.context)
+            if page and size + chars > max_chars:
+                return _page(page, limit, offset, offset + len(page))
+            page.append(e)
+            size += chars
+        if len(got) <= want:
+            return _page(page, limit, offset, None)
+    return _page(page, limit, offset, offset + limit)
+
+
+def _page(
+    page: Sequence[MemoryEntry], limit: int, offset: int, next_offset: int | None
+) -> dict[str, Any]:
     return {
         "items": [e.to_dict() for e in page],
         "limit": limit,
         "offset": offset,
-        "next_offset": offset + limit if len(items) > limit else None,
+        "next_offset": next_offset,
     }
 
 
