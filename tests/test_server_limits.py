@@ -325,6 +325,13 @@ def test_one_tenant_cannot_hold_every_thread(
         pool.close()
     with pytest.raises(ConfigError, match="max_in_flight"):
         create_app(pool, keys, max_in_flight=0)
+    from lightmem.server.body_gate import BodyGate
+    from lightmem.server.mcp import http_app
+
+    with pytest.raises(ConfigError, match=r"^max_reading: "):  # its own name, not another's
+        BodyGate(create_app(pool, keys), max_bytes=1, keys=keys, max_reading=0)
+    with pytest.raises(ConfigError, match=r"^max_in_flight: "):
+        http_app(pool, keys, max_in_flight=0)
 
 
 def test_a_failing_key_store_is_a_503_in_the_documented_shape(

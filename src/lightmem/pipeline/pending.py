@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from lightmem.pipeline.candidates import RERANK_WINDOW, Fetch
-from lightmem.pipeline.supersede import Detector
+from lightmem.pipeline.supersede import Detector, said_at
 from lightmem.pipeline.validity import about_past
 from lightmem.store.base import ScoredId
 from lightmem.store.provisional import is_provisional
@@ -42,12 +42,12 @@ def buffered_first(
         return list(ranked)
     found = fetch(window)
     entries = [found[i] for i in window if i in found and found[i].kind == "entry"]
-    pending = sorted((e for e in entries if is_provisional(e.id)), key=_when)
+    pending = sorted((e for e in entries if is_provisional(e.id)), key=said_at)
     if not pending:
         return list(ranked)
     current = [e for e in entries if e.current_at()]
     candidates = {
-        p.id: sorted((e for e in current if e.scope == p.scope and _said_before(e, p)), key=_when)
+        p.id: sorted((e for e in current if e.scope == p.scope and _said_before(e, p)), key=said_at)
         for p in pending
     }
     out = list(ranked)
@@ -57,10 +57,6 @@ def buffered_first(
         if new > old:
             out.insert(old, (out.pop(new)[0], out[old][1]))
     return out
-
-
-def _when(e: MemoryEntry) -> float:
-    return e.timestamp.timestamp() if e.timestamp is not None else 0.0
 
 
 def _said_before(e: MemoryEntry, p: MemoryEntry) -> bool:

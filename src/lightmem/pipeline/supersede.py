@@ -56,6 +56,7 @@ __all__ = [
     "Supersession",
     "assertion",
     "names_in",
+    "said_at",
     "slots_in",
     "stems",
     "word_match",
@@ -492,7 +493,7 @@ def _chosen(
     says ended ("no more kayaking" ends every "I play kayaking")."""
     if not hits:
         return []
-    best = max(hits, key=lambda h: (h.similarity, _order(h.old)))
+    best = max(hits, key=lambda h: (h.similarity, said_at(h.old)))
     held = facts[best.old.id].holds
     if held is None:
         return [best]
@@ -508,7 +509,8 @@ def _chosen(
     return out
 
 
-def _order(e: MemoryEntry) -> float:
+def said_at(e: MemoryEntry) -> float:
+    """When ``e`` was said, as a sort key (0 without a time)."""
     return e.timestamp.timestamp() if e.timestamp is not None else 0.0
 
 

@@ -106,7 +106,7 @@ class BodyGate:
         self.max_bytes = max_bytes
         self.keys = keys
         self.deadline_s = checked_deadline(deadline_s)
-        self.reading = InFlight(max_reading)
+        self.reading = InFlight(max_reading, "max_reading")
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

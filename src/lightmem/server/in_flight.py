@@ -22,8 +22,9 @@ class InFlight:
     many slow requests held every thread while they waited for their own store, and every
     other tenant queued behind them (a 15 ms search took 24 s)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = whole_number("max_in_flight", limit, 1, error=ConfigError)
+    def __init__(self, limit: int, name: str = "max_in_flight") -> None:
+        """``name``: the setting ``limit`` comes from, named when it is refused."""
+        self.limit = whole_number(name, limit, 1, error=ConfigError)
         self._lock = threading.Lock()
         self._serving: Counter[str] = Counter()
 
