@@ -187,9 +187,15 @@ def _han_words(run: str, lang: Lang | Literal["long"]) -> list[tuple[str, int]]:
     jieba = _JIEBA.get()
     return [
         (w, start + s)
-        for start in range(0, len(run), HAN_PIECE_CHARS)
-        for w, s, _ in jieba.tokenize(run[start : start + HAN_PIECE_CHARS], HMM=True)
+        for start, piece in _cut_run(run)
+        for w, s, _ in jieba.tokenize(piece, HMM=True)
     ]
+
+
+def _cut_run(run: str) -> Iterator[tuple[int, str]]:
+    """``run`` in pieces of at most :data:`HAN_PIECE_CHARS` characters, with their offsets."""
+    for start in range(0, len(run), HAN_PIECE_CHARS):
+        yield start, run[start : start + HAN_PIECE_CHARS]
 
 
 def tokens(text: str, lang: Lang | None = None) -> Iterator[Token]:
@@ -237,8 +243,7 @@ def _han_pieces(text: str) -> Iterator[str]:
     for m in _LONG_HAN_RE.finditer(text):
         if m.start() > start:
             yield text[start : m.start()]
-        run = m.group()
-        yield from (run[k : k + HAN_PIECE_CHARS] for k in range(0, len(run), HAN_PIECE_CHARS))
+        yield from (piece for _, piece in _cut_run(m.group()))
         start = m.end()
     if start < len(text):
         yield text[start:]

@@ -77,8 +77,6 @@ _BEFORE_PLACE = frozenset(
 #: Words before a name that make it someone met, not somewhere ("with Tom and Jess").
 _WITH = frozenset("with and or met".split())
 _DIGIT = re.compile(r"\d")
-#: The most of a memory's text read (see :func:`holds`).
-_READ_CHARS = 2_000
 #: Said before the question proper ("And where ...", "So, when ...").
 _LEAD_INS = frozenset("and so but ok okay then also well hey".split())
 #: "Which / what <noun>" followed by the verb ("Which city does she live in?"), not by
@@ -176,9 +174,9 @@ def holds(asked: Asked, text: str, speakers: Collection[str] = ()) -> bool:
     taken to hold none is moved down, so a real answer must not be missed; what is taken
     to hold one only stays where it is. The words of ``speakers``' names (lower-cased)
     are no value ("Wren, can you remind me?" names whom it speaks to), nor is a day or a
-    month a name ("Ugh, Mondays."). A text longer than :data:`_READ_CHARS` holds one (it
-    is no small talk, and reading it all would cost more than the step saves)."""
-    if len(text) > _READ_CHARS:
+    month a name ("Ugh, Mondays."). A text longer than ``statements.READ_CHARS`` holds
+    one (it is no small talk, and reading it all would cost more than the step saves)."""
+    if len(text) > statements.READ_CHARS:
         return True
     if lang.has_cjk(text):
         return _holds_zh(asked, text, speakers)
@@ -313,7 +311,7 @@ def small_talk(text: str) -> bool:
     ("Can you remind me ...", "I need a recipe idea ..."), or greetings, thanks and
     acknowledgements only ("Morning!", "Got it, thanks for letting me know.")? Chinese
     likewise (问句, 帮我 / 提醒我 / 请 ..., 早上好, 谢谢, 好的)."""
-    said = statements.sentences(text) if len(text) <= _READ_CHARS else []
+    said = statements.sentences(text) if len(text) <= statements.READ_CHARS else []
     return bool(said) and all(_chat_sentence(s) for s in said)
 
 
