@@ -132,7 +132,7 @@ def test_scoped_calls_and_compact_results(pool: TenantPool) -> None:
             found = (
                 await c.call_tool("retrieve_memory", {"query": "cat food", "user_id": "maya"})
             ).structured_content
-            assert set(found) == {"context", "ids"}  # compact by default
+            assert set(found) == {"context", "ids", "truncated"}  # compact by default
             assert "tuna" in found["context"] and "lasagne" not in found["context"]
             eid = found["ids"][0]
             full = (

@@ -24,6 +24,7 @@ from lightmem.types import (
     Message,
     Node,
     RetrievalResult,
+    RetrievalResults,
     Scope,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "OpenAIEmbedder",
     "PostgresStore",
     "RetrievalResult",
+    "RetrievalResults",
     "SQLiteStore",
     "Scope",
     "SentenceTransformerEmbedder",

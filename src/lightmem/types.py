@@ -3,7 +3,7 @@ graph's nodes and edges (a leaf module: the store and FluxMem both import it).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -23,6 +23,7 @@ __all__ = [
     "Node",
     "NodeKind",
     "RetrievalResult",
+    "RetrievalResults",
     "RetrieveMode",
     "Scope",
     "entry_search_text",
@@ -141,6 +142,12 @@ class MemoryEntry:
         """What the vector and full-text indexes see: the content, then its context."""
         return entry_search_text(self.speaker, self.original_text, self.context)
 
+    @property
+    def chars(self) -> int:
+        """The characters of its stored, original and context text (what pages and
+        answers of a server are bounded by)."""
+        return len(self.text) + len(self.original_text) + len(self.context)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -236,6 +243,23 @@ class RetrievalResult:
         if self.related:
             out["related"] = [e.to_dict() for e in self.related]
         return out
+
+    @property
+    def chars(self) -> int:
+        """The characters of memory text this result holds (what ``max_chars`` counts):
+        its entry's and its facts'."""
+        return self.entry.chars + sum(e.chars for e in self.related)
+
+
+class RetrievalResults(list[RetrievalResult]):
+    """One retrieval's results, best first (a list). ``truncated``: they ended at the
+    retrieval's ``max_chars`` while more memories were ranked within its limit."""
+
+    truncated: bool = False
+
+    def __init__(self, results: Iterable[RetrievalResult] = (), *, truncated: bool = False) -> None:
+        super().__init__(results)
+        self.truncated = truncated
 
 
 @dataclass(frozen=True, slots=True)

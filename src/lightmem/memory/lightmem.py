@@ -68,7 +68,7 @@ from lightmem.types import (
     HistoryEvent,
     MemoryEntry,
     Message,
-    RetrievalResult,
+    RetrievalResults,
     Scope,
 )
 
@@ -236,18 +236,21 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
         all_scopes: bool = False,
-    ) -> list[RetrievalResult]:
+        max_chars: int | None = None,
+    ) -> RetrievalResults:
         """Most relevant memories for ``query``, best first, within ``limit`` and the budget.
 
         ``mode``: "embedding", "context" (BM25), "hybrid" or "hierarchical" (topic
         summaries first); default from config. ``filters``: time_from, time_to, speaker,
         topic_id, kind. Without ``user_id`` on a store of several users, give
         ``all_scopes=True`` to search them all. ``as_of``: only what was
-        valid then (said, not yet superseded).
+        valid then (said, not yet superseded). ``max_chars``: the memory text (stored,
+        original and context) the results may hold; past it they end, marked
+        ``truncated`` (at least one is kept).
         """
         q = validate.query(query)
         scope = read_scope(self.store, user_id, agent_id, run_id, all_scopes)
-        params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens)
+        params = retrieve_params(self.settings.retrieve, limit, mode, budget_tokens, max_chars)
         f = validate.filters(filters)
         return self._retriever.retrieve(q, scope, validity.as_of_filters(f, as_of), params)
 

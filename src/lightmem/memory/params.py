@@ -21,13 +21,20 @@ ROLES: Mapping[str, frozenset[str]] = MappingProxyType(
 )
 
 _MODES = ("embedding", "context", "hybrid", "hierarchical")
+MAX_CHARS = 10**12  # max_chars: any int a caller means (a bound on a bound)
 
 
 def retrieve_params(
-    base: RetrieveParams, limit: int | None, mode: str | None, budget_tokens: int | None
+    base: RetrieveParams,
+    limit: int | None,
+    mode: str | None,
+    budget_tokens: int | None,
+    max_chars: int | None = None,
 ) -> RetrieveParams:
     """``base`` (the configured defaults) with the arguments a caller gave, each checked."""
     p = base
+    if max_chars is not None:
+        p = replace(p, max_chars=validate.positive_int("max_chars", max_chars, MAX_CHARS))
     if limit is not None:
         p = replace(p, limit=validate.positive_int("limit", limit, validate.MAX_LIMIT))
     if budget_tokens is not None:

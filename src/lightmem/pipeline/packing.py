@@ -23,7 +23,7 @@ from lightmem.pipeline.token_count import TokenCounter, WordEstimate
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.text_index import Stemmer
 from lightmem.text import MEANING_STOPWORDS, content_terms, estimate_tokens, whole_tokens
-from lightmem.types import Filters, MemoryEntry, RetrievalResult
+from lightmem.types import Filters, MemoryEntry, RetrievalResult, RetrievalResults
 
 __all__ = ["Packer"]
 
@@ -31,6 +31,7 @@ __all__ = ["Packer"]
 #: 100,000 texts of up to 2,000 characters whatever a tenant stores.
 _KEEP_CUTS = 100_000
 _CUT_CHARS = 2_000
+_MAX_CHUNK = 64  # entries fetched at once while packing
 
 
 class Packer:
@@ -55,15 +56,15 @@ class Packer:
         p: RetrieveParams,
         query: str,
         got: Candidates,
-    ) -> list[RetrievalResult]:
+    ) -> RetrievalResults:
         """Memories in rank order while they fit the budget, each as shown for ``query``.
         The text of the memories after the first ``tail_after`` is cut (``tail_rate``)
         only where that can help: a budget that held them all as stored, or missed only
         memories before the tail began, keeps every word; and the cut packing is used only
         if it holds at least as many memories (greedy packing with skips is not monotone:
         a long memory that now fits can crowd out several short ones)."""
-        whole, tail_missed = self.pack_once(ranked, replace(p, tail_rate=1.0), query, got)
-        whole = self._checked(whole, p)
+        packed, tail_missed = self.pack_once(ranked, replace(p, tail_rate=1.0), query, got)
+        whole = self._checked(packed, p)
         if p.budget_tokens is None or p.tail_rate >= 1.0 or not tail_missed:
             return whole  # (tail_missed also needs limit > tail_after)
         if p.tail_rate <= 0:
@@ -71,15 +72,16 @@ class Packer:
         cut = self._checked(self.pack_once(ranked, p, query, got)[0], p)
         return cut if len(cut) >= len(whole) else whole
 
-    def _checked(self, out: list[RetrievalResult], p: RetrieveParams) -> list[RetrievalResult]:
+    def _checked(self, out: RetrievalResults, p: RetrieveParams) -> RetrievalResults:
         """``out`` without its last memories while the whole context it formats counts
         more than the budget: a real tokenizer's count of joined lines can differ from the
         sum of theirs (the estimate's never does: ``exact_sum``)."""
         if p.budget_tokens is None or self._counter.exact_sum:
             return out
-        while out and self._counter.count(format_context(out)) > p.budget_tokens:
-            out = out[:-1]
-        return out
+        n = len(out)
+        while n and self._counter.count(format_context(out[:n])) > p.budget_tokens:
+            n -= 1
+        return out if n == len(out) else RetrievalResults(out[:n], truncated=out.truncated)
 
     def pack_once(
         self,
@@ -87,17 +89,20 @@ class Packer:
         p: RetrieveParams,
         query: str,
         got: Candidates,
-    ) -> tuple[list[RetrievalResult], bool]:
-        """One packing of ``ranked`` into the budget, and whether a memory after the first
-        ``tail_after`` packed did not fit (where cutting the tail could make room)."""
+    ) -> tuple[RetrievalResults, bool]:
+        """One packing of ``ranked`` into the budget (``truncated`` where ``max_chars``
+        ended it), and whether a memory after the first ``tail_after`` packed did not fit
+        (where cutting the tail could make room)."""
         full = False
-        out: list[RetrievalResult] = []
+        out = RetrievalResults()
+        chars = 0
         shown = self._shown(query, p)
         readable = self._readable(query, p)
         headers: set[str] = set()
         used = more = 0.0  # token weight packed; of it, what readable text added
-        # Entries are fetched a few at a time: most queries stop after `limit` of them.
-        chunk = max(2 * p.limit, 16)
+        # Entries are fetched a few at a time: most queries stop after `limit` of them, and
+        # a large limit must not hold every entry's text at once.
+        chunk = min(max(2 * p.limit, 16), _MAX_CHUNK)
         for start in range(0, len(ranked), chunk):
             part = ranked[start : start + chunk]
             entries = got.get([i for i, _ in part])
@@ -119,11 +124,16 @@ class Packer:
                     full = full or len(out) >= p.tail_after
                     continue  # a shorter memory further down may still fit
                 e, extra, cost = fit
+                result = RetrievalResult(entry=e, score=score, tokens=0, related=related)
+                if p.max_chars is not None and out and chars + result.chars > p.max_chars:
+                    out.truncated = True
+                    return out, full
+                chars += result.chars
                 tokens = whole_tokens(used + cost) - whole_tokens(used)
                 used += cost
                 more += extra
                 headers.add(date_header(e))
-                out.append(RetrievalResult(entry=e, score=score, tokens=tokens, related=related))
+                out.append(replace(result, tokens=tokens))
                 if len(out) >= p.limit:
                     return out, full
         return out, full

@@ -31,7 +31,7 @@ from lightmem.text import content_terms
 from lightmem.types import (
     EntryKind,
     Filters,
-    RetrievalResult,
+    RetrievalResults,
     Scope,
 )
 
@@ -69,7 +69,7 @@ class Retriever:
 
     def retrieve(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
-    ) -> list[RetrievalResult]:
+    ) -> RetrievalResults:
         if p.mode == "hierarchical":
             return self._hierarchical(query, scope, filters, p)
         f = filters if filters.kinds is not None else replace(filters, kinds=_SEARCHED)
@@ -257,7 +257,7 @@ class Retriever:
 
     def _hierarchical(
         self, query: str, scope: Scope, filters: Filters, p: RetrieveParams
-    ) -> list[RetrievalResult]:
+    ) -> RetrievalResults:
         got = Candidates(self._store)
         qv = self._embedder.embed([query], op="retrieve")[0]  # one vector for both searches
         summaries = replace(filters, kinds=("summary",))

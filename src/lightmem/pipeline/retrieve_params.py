@@ -89,3 +89,8 @@ class RetrieveParams:
     #: fit. Without a budget nothing changes.
     tail_after: int = 12
     tail_rate: float = 0.2
+    #: the characters of memory text (stored, original and context, with an event's facts)
+    #: the results may hold: they end once the next would pass it, at least one kept, and
+    #: are marked ``truncated`` (None: no limit; a server answering untrusted callers sets
+    #: one, as stored memories may each hold megabytes).
+    max_chars: int | None = None

@@ -173,11 +173,12 @@ def scope_dict(user_id: str | None, agent_id: str | None, run_id: str | None) ->
 
 
 def compact_retrieval(found: dict[str, Any], *, full: bool) -> dict[str, Any]:
-    """What an agent needs from a retrieval: the context block and the ids in rank order
-    (``full`` keeps every record too)."""
+    """What an agent needs from a retrieval: the context block, the ids in rank order and
+    whether the answer's size ended them (``full`` keeps every record too)."""
     out: dict[str, Any] = {
         "context": found["context"],
         "ids": [r["id"] for r in found["results"]],
+        "truncated": found["truncated"],
     }
     if full:
         out["results"] = found["results"]

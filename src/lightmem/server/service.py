@@ -103,6 +103,13 @@ def flush(t: Tenant, scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
+#: The characters of memory text one answer holds at most, a listing page or a search's
+#: results (their entries' text, original text and context; at least one entry whatever
+#: its size): 1,000 entries whose fields hold up to 1,000,000 characters each made a 66 MB
+#: answer, all in memory at once.
+MAX_PAGE_CHARS = 8_000_000
+
+
 def retrieve(
     t: Tenant,
     query: str,
@@ -114,10 +121,13 @@ def retrieve(
     scope: Mapping[str, Any] | None = None,
     all_scopes: bool = False,
     as_of: str | None = None,
+    max_chars: int = MAX_PAGE_CHARS,
 ) -> dict[str, Any]:
     """``all_scopes``: search every user of a store holding several (see
     :mod:`lightmem.memory.scoping`); otherwise such a store needs ``scope.user_id``.
-    ``as_of`` (ISO 8601, see :func:`as_of_time`): only what was valid then."""
+    ``as_of`` (ISO 8601, see :func:`as_of_time`): only what was valid then. The results
+    end once their memories' text would pass ``max_chars`` (``truncated``: more were
+    ranked within ``limit``; a smaller ``limit`` or a ``budget_tokens`` fits them)."""
     results = t.memory.retrieve(
         query,
         limit,
@@ -126,11 +136,13 @@ def retrieve(
         budget_tokens=budget_tokens,
         as_of=as_of_time(as_of),
         all_scopes=all_scopes,
+        max_chars=max_chars,
         **_scope(scope),
     )
     return {
         "results": [r.to_dict() for r in results],
         "context": t.memory.format_context(results),
+        "truncated": results.truncated,
     }
 
 
@@ -150,10 +162,6 @@ def get_memory(t: Tenant, entry_id: str, scope: Mapping[str, Any] | None = None)
     return {**entry.to_dict(), "sources": sources}
 
 
-#: The characters of memory text one page of a listing holds at most (its entries' text,
-#: original text and context; at least one entry whatever its size): 1,000 entries whose
-#: fields hold up to 1,000,000 characters each made a 66 MB answer, all in memory at once.
-MAX_PAGE_CHARS = 8_000_000
 _PAGE_CHUNK = 50  # entries read at a time while a page is filled
 
 
@@ -181,11 +189,10 @@ def list_memories(
         want = min(_PAGE_CHUNK, limit - len(page))
         got = read(offset + len(page), want + 1)
         for e in got[:want]:
-            chars = len(e.text) + len(e.original_text) + len(e.context)
-            if page and size + chars > max_chars:
+            if page and size + e.chars > max_chars:
                 return _page(page, limit, offset, offset + len(page))
             page.append(e)
-            size += chars
+            size += e.chars
         if len(got) <= want:
             return _page(page, limit, offset, None)
     return _page(page, limit, offset, offset + limit)
