@@ -22,7 +22,8 @@ class PostgresDatabase:
     """A :class:`~lightmem.store.db.Database` on one schema of a PostgreSQL server.
 
     Connections come from a pool and are checked before use, so a restarted server is
-    reconnected on the next call; every block is one transaction."""
+    reconnected on the next call; every block is one transaction. Errors begin with
+    ``label`` (by default ``store`` and the redacted DSN and schema)."""
 
     dialect = POSTGRES
     row_lock = " FOR UPDATE"
@@ -36,6 +37,7 @@ class PostgresDatabase:
         *,
         pool_size: int = 8,
         connect_timeout_s: float = 10.0,
+        label: str | None = None,
     ) -> None:
         try:
             from pgvector.psycopg import register_vector
@@ -43,6 +45,7 @@ class PostgresDatabase:
             raise StoreError("the postgres store needs: pip install 'lightmem[postgres]'") from exc
         self.schema = schema
         self.path = f"postgres:{redact(dsn)}#{schema}"
+        self.label = f"store {self.path}" if label is None else label
         self._register_vector = register_vector
         apply_migrations(dsn, schema, migrations, connect_timeout_s)
         self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
@@ -65,7 +68,7 @@ class PostgresDatabase:
             with self._pool.connection() as conn, conn.transaction():
                 yield Session(conn, POSTGRES)
         except PoolClosed as exc:  # an OperationalError, but no outage: close() was called
-            raise closed_error(f"store {self.path!r}") from exc
+            raise closed_error(self.label) from exc
         except psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL refuses
             raise InvalidInputError(f"value: PostgreSQL cannot store it ({exc})") from exc
         except UnicodeEncodeError as exc:
@@ -74,10 +77,10 @@ class PostgresDatabase:
             ) from exc
         except psycopg.OperationalError as exc:
             raise StoreError(
-                f"store: database unavailable ({exc}); the operation was rolled back"
+                f"{self.label}: database unavailable ({exc}); the operation was rolled back"
             ) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"store {self.path}: {exc}") from exc
+            raise StoreError(f"{self.label}: {exc}") from exc
 
     def read(self) -> Any:
         return self.transaction()
@@ -113,9 +116,9 @@ class PostgresDatabase:
                 finally:
                     conn.autocommit = False
         except PoolClosed as exc:
-            raise closed_error(f"store {self.path!r}") from exc
+            raise closed_error(self.label) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"store {self.path}: {done}, {command} failed: {exc}") from exc
+            raise StoreError(f"{self.label}: {done}, {command} failed: {exc}") from exc
 
     def close(self) -> None:
         try:

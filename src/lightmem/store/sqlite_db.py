@@ -1,4 +1,7 @@
-"""The SQLite database object: one connection (WAL), its lock, transactions and migrations."""
+"""The SQLite database object: one connection (WAL), its lock, transactions and migrations.
+
+A store's file by default; :class:`SQLiteFile` describes another kind of file (the server's
+API keys) run on the same object."""
 
 from __future__ import annotations
 
@@ -9,18 +12,44 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from lightmem.errors import InvalidInputError, StoreError
-from lightmem.store.db import Session, closed_error
+from lightmem.store.db import Migration, Session, closed_error
 from lightmem.store.sql import SQLITE
-from lightmem.store.sqlite_schema import APP_ID, MIGRATIONS, SCHEMA_VERSION
+from lightmem.store.sqlite_schema import APP_ID, MIGRATIONS
 
-__all__ = ["SQLiteDatabase"]
+__all__ = ["STORE_FILE", "SQLiteDatabase", "SQLiteFile"]
 
 # Text that is not valid UTF-8 (written by another tool) reads with U+FFFD, never an error.
 _TEXT = functools.partial(str, encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class SQLiteFile:
+    """A kind of SQLite file lightmem keeps: how it is recognised, created and migrated,
+    and how its errors name it. A file records the steps applied in ``meta.schema_version``
+    and, from the second step on, by name in ``schema_migrations`` (the steps create both)."""
+
+    #: ``PRAGMA application_id``: a file with tables and another id is not touched.
+    app_id: int
+    migrations: tuple[Migration, ...]
+    #: What errors while opening the file begin with (the setting that named it).
+    setting: str
+    #: What errors of the open file begin with; ``{path!r}`` is replaced by its path.
+    label: str
+    #: A table marking a file of this kind written before it had a ``meta`` table: such a
+    #: file is taken as at step 0 and all steps (which must be idempotent) run over it.
+    adopts: str | None = None
+    #: ``PRAGMA synchronous``: NORMAL may lose the last commits on a power cut (never the
+    #: file); FULL keeps every commit.
+    synchronous: str = "NORMAL"
+
+
+#: A memory store's file.
+STORE_FILE = SQLiteFile(APP_ID, MIGRATIONS, setting="store.path", label="store {path!r}")
 
 
 class SQLiteDatabase:
@@ -29,16 +58,23 @@ class SQLiteDatabase:
     One connection serialised by a re-entrant lock, so an instance may be shared by threads;
     several processes may open the same file (WAL mode, busy timeout). A file the process
     cannot write (or ``read_only=True``) is opened read-only: reads work, writes raise
-    :class:`StoreError`. A file that is not a lightmem store, or has a newer schema, is
-    refused; an older one is migrated (unless read-only)."""
+    :class:`StoreError`. A file that is not of its ``kind`` (a store unless said), or has a
+    newer schema, is refused; an older one is migrated (unless read-only)."""
 
     dialect = SQLITE
     row_lock = ""  # BEGIN IMMEDIATE already holds the database
 
     def __init__(
-        self, path: str | Path, *, busy_timeout_s: float = 30.0, read_only: bool = False
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_s: float = 30.0,
+        read_only: bool = False,
+        kind: SQLiteFile = STORE_FILE,
     ) -> None:
         self.path = str(path)
+        self.kind = kind
+        self.label = kind.label.format(path=self.path)
         self._lock = threading.RLock()
         self._closed = False
         self._commits = 0
@@ -46,9 +82,9 @@ class SQLiteDatabase:
         if not memory:
             p = Path(self.path)
             if p.exists() and not p.is_file():
-                raise StoreError(f"store.path: {self.path!r} is not a file")
+                raise StoreError(f"{kind.setting}: {self.path!r} is not a file")
             if not p.parent.exists():
-                raise StoreError(f"store.path: folder {str(p.parent)!r} does not exist")
+                raise StoreError(f"{kind.setting}: folder {str(p.parent)!r} does not exist")
             read_only = read_only or (p.exists() and not os.access(p, os.W_OK))
         self.read_only = read_only
         self._conn = self._connect(busy_timeout_s)
@@ -81,45 +117,54 @@ class SQLiteDatabase:
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             # (A scribbled schema table makes sqlite3 fail decoding its own error message.)
             raise StoreError(
-                f"store.path: {self.path!r} is not a readable SQLite file ({exc})"
+                f"{self.kind.setting}: {self.path!r} is not a readable SQLite file ({exc})"
             ) from exc
-        if tables and (app_id != APP_ID or "meta" not in tables):
+        marked = "meta" in tables or (self.kind.adopts is not None and self.kind.adopts in tables)
+        if tables and (app_id != self.kind.app_id or not marked):
             conn.close()
             raise StoreError(
-                f"store.path: {self.path!r} is a SQLite database of another application; "
-                "lightmem will not touch it"
+                f"{self.kind.setting}: {self.path!r} is a SQLite database of another "
+                "application; lightmem will not touch it"
             )
         if not self.read_only:
             try:
                 if self.path != ":memory:":
                     conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA synchronous = {self.kind.synchronous}")
             except sqlite3.Error as exc:
                 conn.close()
-                raise StoreError(f"store.path: cannot initialise {self.path!r}: {exc}") from exc
+                raise StoreError(
+                    f"{self.kind.setting}: cannot initialise {self.path!r}: {exc}"
+                ) from exc
         return conn
 
     def _migrate(self) -> None:
+        latest = len(self.kind.migrations)
         with self.read() as s:
-            fresh = s.one("SELECT count(*) FROM sqlite_master")[0] == 0
-            row = None if fresh else s.one("SELECT value FROM meta WHERE key = 'schema_version'")
-        version = 0 if fresh else self._version(row)
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"store.path: {self.path!r} has schema version {version}; this lightmem reads "
-                f"up to {SCHEMA_VERSION}: upgrade lightmem"
+            tables = {r[0] for r in s.all("SELECT name FROM sqlite_master")}
+            # No meta table: a new file, or an old one of a kind that adopts it (_connect).
+            row = (
+                s.one("SELECT value FROM meta WHERE key = 'schema_version'")
+                if "meta" in tables
+                else None
             )
-        if version == SCHEMA_VERSION:
+        version = self._version(row) if "meta" in tables else 0
+        if version > latest:
+            raise StoreError(
+                f"{self.kind.setting}: {self.path!r} has schema version {version}; this "
+                f"lightmem reads up to {latest}: upgrade lightmem"
+            )
+        if version == latest:
             return
         if self.read_only:
             raise StoreError(
-                f"store.path: {self.path!r} is read-only and at schema version {version}; "
-                f"open it writable once to migrate it to {SCHEMA_VERSION}"
+                f"{self.kind.setting}: {self.path!r} is read-only and at schema version "
+                f"{version}; open it writable once to migrate it to {latest}"
             )
         with self.transaction() as s:
-            if fresh:
-                s.raw.execute(f"PRAGMA application_id = {APP_ID}")
-            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+            if not tables:
+                s.raw.execute(f"PRAGMA application_id = {self.kind.app_id}")
+            for number, step in enumerate(self.kind.migrations[version:], start=version + 1):
                 for stmt in step.statements():
                     s.execute(stmt)
                 if number > 1:
@@ -130,7 +175,7 @@ class SQLiteDatabase:
             s.execute(
                 "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE "
                 "SET value = excluded.value",
-                (str(SCHEMA_VERSION),),
+                (str(latest),),
             )
 
     def _version(self, row: Sequence[object] | None) -> int:
@@ -140,7 +185,7 @@ class SQLiteDatabase:
         if isinstance(value, str | int) and str(value).strip().isdigit():
             return int(value)
         raise StoreError(
-            f"store.path: {self.path!r} is damaged: its meta table holds "
+            f"{self.kind.setting}: {self.path!r} is damaged: its meta table holds "
             + ("no schema version" if row is None else f"the schema version {value!r}")
             + "; restore the file from a backup"
         )
@@ -149,14 +194,14 @@ class SQLiteDatabase:
     def _check_open(self) -> None:
         # Checked here, not left to sqlite3: PostgreSQL says "closed" alike (closed_error).
         if self._closed:
-            raise closed_error(f"store {self.path!r}")
+            raise closed_error(self.label)
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         with self._lock:
             self._check_open()
             if self.read_only:
-                raise StoreError(f"store {self.path!r} is read-only: cannot write")
+                raise StoreError(f"{self.label} is read-only: cannot write")
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -165,7 +210,7 @@ class SQLiteDatabase:
                 yield Session(self._conn, SQLITE)
             except BaseException as exc:
                 self._rollback(exc)
-                _reraise(exc, self.path)
+                _reraise(exc, self.label)
                 raise
             try:
                 self._conn.execute("COMMIT")
@@ -199,7 +244,7 @@ class SQLiteDatabase:
             except BaseException as exc:
                 if own:
                     self._rollback(exc)
-                _reraise(exc, self.path)
+                _reraise(exc, self.label)
                 raise
             if own:
                 try:
@@ -217,9 +262,7 @@ class SQLiteDatabase:
                 before = int(self._conn.execute("PRAGMA secure_delete").fetchone()[0])
                 self._conn.execute("PRAGMA secure_delete = ON")
             except sqlite3.Error as exc:
-                raise StoreError(
-                    f"store {self.path!r}: cannot enable secure_delete: {exc}"
-                ) from exc
+                raise StoreError(f"{self.label}: cannot enable secure_delete: {exc}") from exc
             try:
                 yield
             finally:
@@ -240,7 +283,7 @@ class SQLiteDatabase:
                 busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.Error as exc:
                 raise StoreError(
-                    f"store {self.path!r}: purge committed, compaction failed: {exc}"
+                    f"{self.label}: purge committed, compaction failed: {exc}"
                 ) from exc
             self._commits += 1  # the file was rewritten: caches keyed on commits reload
             return int(busy) == 0
@@ -263,11 +306,11 @@ class SQLiteDatabase:
                 raise StoreError(f"cannot close {self.path!r}: {exc}") from exc
 
 
-def _reraise(exc: BaseException, path: str) -> None:
+def _reraise(exc: BaseException, label: str) -> None:
     """Raise driver errors as StoreError with the driver's message (others pass through)."""
     if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
         # (sqlite3 raises UnicodeDecodeError for an error message naming scribbled bytes.)
-        raise StoreError(f"store {path!r}: {exc}") from exc
+        raise StoreError(f"{label}: {exc}") from exc
     if isinstance(exc, UnicodeEncodeError):
         raise InvalidInputError(
             f"value: text with a lone surrogate cannot be stored ({exc})"
