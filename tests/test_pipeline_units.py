@@ -44,6 +44,23 @@ def test_bad_timestamps(bad: object) -> None:
         parse_timestamp(bad)
 
 
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("2023-02-30", "invalid date: '2023-02-30' (day is out of range for month)"),
+        ("2023-13-01", "invalid date: '2023-13-01' (month must be in 1..12)"),
+        ("12000-01-01", "invalid date: '12000-01-01' (year 12000 is not in 1-9999)"),
+        ("2023-06-12T24:00", "invalid date: '2023-06-12T24:00' (hour must be in 0..23)"),
+        ("June 2023", "unrecognised timestamp format: 'June 2023'"),
+    ],
+)
+def test_a_date_off_the_calendar_is_told_so(bad: str, why: str) -> None:
+    """An ISO date that fails says why (as ``as_of`` does), not "unrecognised"."""
+    with pytest.raises(ValueError) as caught:
+        parse_timestamp(bad)
+    assert str(caught.value) == why
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(), st.integers(), st.floats(), st.none(), st.booleans()))
 def test_timestamp_parser_never_crashes(value: object) -> None:

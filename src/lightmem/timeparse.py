@@ -14,6 +14,9 @@ _LOCOMO = re.compile(
 _SLASHED = re.compile(
     r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{2,9}\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$"
 )
+#: Written as an ISO 8601 date ("2023-02-30", "12000-01-01"): one that fails is off the
+#: calendar or out of range, and is told so rather than "unrecognised".
+_ISO_SHAPE = re.compile(r"^[+-]?(\d{4,})-\d{1,2}-\d{1,2}(?:$|[T ])")
 _DAY_FIRST = ("%d %B %Y", "%d %b %Y", "%d %B, %Y", "%d %b, %Y")
 _MONTH_FIRST = ("%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%b %d %Y")
 
@@ -51,11 +54,15 @@ def parse_timestamp(value: object) -> datetime:
             raise ValueError(f"invalid date: {value!r}") from exc
     try:
         return _utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        pass
+    except ValueError as exc:
+        iso_error = exc
     parsed = _strptime_any(text, _DAY_FIRST + _MONTH_FIRST)
     if parsed is not None:
         return parsed
+    if m := _ISO_SHAPE.match(text):
+        year = m.group(1)
+        why = f"year {year} is not in 1-9999" if len(year) > 4 else str(iso_error)
+        raise ValueError(f"invalid date: {value!r} ({why})")
     raise ValueError(f"unrecognised timestamp format: {value!r}")
 
 
