@@ -52,7 +52,7 @@ def _graph(mem: LightMemory) -> tuple[FluxMemAgent, FluxMemAgent, str, str]:
 def test_purge_one_node_removes_what_holds_it_in_its_scope_only(
     memory: LightMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(purge, "_CHUNK", 3)  # the history is searched a page at a time
+    monkeypatch.setattr(purge, "_PAGE", 3)  # the history is searched a page at a time
     maya, bob, secret, bobs = _graph(memory)
     left_open = maya.start_task(TASK)
     assert left_open.id is not None

@@ -1,5 +1,7 @@
-"""The memory logic, written once for every SQL backend: messages and buffers, entries,
-history and restore, the update queue, usage and counts.
+"""The memory logic, written once for every SQL backend: entries, history and restore,
+and the commits that move buffered messages into entries; the message buffer
+(:mod:`lightmem.store.message_buffer`) and the bookkeeping (:mod:`lightmem.store.bookkeeping`)
+are its base classes.
 
 A backend supplies a :class:`~lightmem.store.db.Database` (connection, transactions,
 dialect, error translation) and an :class:`EntryIndex` (how vectors and full text are kept,
@@ -23,6 +25,7 @@ from lightmem.store import provisional, scopes
 from lightmem.store.bookkeeping import SQLBookkeeping
 from lightmem.store.db import Claimed, Database, Session
 from lightmem.store.graph_sql import SQLGraphStore
+from lightmem.store.message_buffer import SQLMessageBuffer
 from lightmem.store.provenance import entries_citing
 from lightmem.store.purge import PurgeReport, purge
 from lightmem.store.reembed import (
@@ -34,23 +37,20 @@ from lightmem.store.reembed import (
 )
 from lightmem.store.sql import (
     ENTRY_COLS,
-    buffered_from_rows,
-    buffered_params,
-    buffered_sql,
+    IN_CHUNK,
     check_vector,
     dumps,
     entry_from_row,
     entry_params,
     filter_sql,
     history_from_row,
-    json_value,
-    message_from_row,
+    placeholders,
     readable,
     scope_sql,
     ts,
 )
-from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
-from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
+from lightmem.store.values import ScoredId, Vector
+from lightmem.types import Filters, HistoryEvent, MemoryEntry, Scope
 
 __all__ = ["BulkLoad", "EntryIndex", "History", "SQLStore", "WriteEntry"]
 
@@ -72,12 +72,6 @@ class BulkLoad:
 
 
 _HISTORY_COLS = "entry_id, user_id, agent_id, run_id, op, version, before, after, at, reason"
-_MESSAGE_COLS = (
-    "msg_id, user_id, agent_id, run_id, role, content, compressed, ts, time_text, "
-    "speaker_id, speaker_name, metadata, status, created_at"
-)
-_USAGE_FIELDS = ("calls", "items", "prompt_tokens", "completion_tokens", "latency_s", "errors")
-_CHUNK = 500  # ids per IN (...) list
 
 
 class EntryIndex(EntryVectors, Protocol):
@@ -107,13 +101,15 @@ class EntryIndex(EntryVectors, Protocol):
     def integrity(self, s: Session) -> list[str]: ...
 
 
-class SQLStore(SQLBookkeeping):
+class SQLStore(SQLMessageBuffer, SQLBookkeeping):
     """A :class:`~lightmem.store.base.MemoryStore` over a database and a search piece."""
 
     parallel_reads = False  # the embedded store: in-process searches under one lock
 
     def __init__(self, db: Database, index: EntryIndex, graph: SQLGraphStore) -> None:
-        super().__init__(db, index)
+        # Each base takes its own arguments, so they are initialised one by one.
+        SQLMessageBuffer.__init__(self, db)
+        SQLBookkeeping.__init__(self, db, index)
         self.index = index
         self.path = db.path
         self.dim: int | None = None
@@ -173,121 +169,6 @@ class SQLStore(SQLBookkeeping):
         self.dim = self.index.dim = embedder.dim
         return report
 
-    # -- message buffer -------------------------------------------------------------------
-    def add_messages(self, scope: Scope, items: Sequence[tuple[Message, str]]) -> int:
-        """Store new messages; one already stored under the same id in ``scope`` with the
-        same role, content, time, speaker and metadata is skipped (a retried add is a
-        no-op), with anything different it is an ``InvalidInputError``. Returns how many
-        were new."""
-        now = time.time()
-        ids = [m.id for m, _ in items]
-        fresh: list[tuple[int, Message, str]] = []
-        with self.db.transaction() as s:
-            stored = self._existing_messages(s, scope, ids)
-            for i, (m, compressed) in enumerate(items):
-                old = stored.get(m.id)
-                if old is None:
-                    fresh.append((i, m, compressed))
-                elif old != _identity(m, f"messages[{i}].metadata"):
-                    raise InvalidInputError(
-                        f"messages[{i}].id: {m.id!r} already exists in scope {scope.label()} "
-                        "with different content"
-                    )
-            s.many(
-                f"INSERT INTO messages ({_MESSAGE_COLS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,'pending',?)",
-                [
-                    (
-                        m.id,
-                        scope.user_id,
-                        scope.agent_id,
-                        scope.run_id,
-                        m.role,
-                        m.content,
-                        compressed,
-                        m.timestamp.timestamp() if m.timestamp else None,
-                        m.time_text,
-                        m.speaker_id,
-                        m.speaker_name,
-                        dumps(dict(m.metadata), f"messages[{i}].metadata"),
-                        now,
-                    )
-                    for i, m, compressed in fresh
-                ],
-            )
-        return len(fresh)
-
-    def _existing_messages(
-        self, s: Session, scope: Scope, ids: Sequence[str]
-    ) -> dict[str, tuple[Any, ...]]:
-        found: dict[str, tuple[Any, ...]] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = list(ids[start : start + _CHUNK])
-            for r in s.all(
-                "SELECT msg_id, role, content, ts, time_text, speaker_id, speaker_name, "
-                f"metadata FROM messages WHERE msg_id IN ({_marks(chunk)}) AND "
-                "user_id = ? AND agent_id = ? AND run_id = ?",
-                (*chunk, scope.user_id, scope.agent_id, scope.run_id),
-            ):
-                meta = json_value(r[7], "messages", r[0], "metadata") if r[7] else {}
-                found[r[0]] = (*r[1:7], meta)
-        return found
-
-    def buffered(self, scope: Scope, status: MessageStatus) -> list[BufferedMessage]:
-        with self.db.read() as s:
-            rows = s.all(buffered_sql(self.db.dialect), buffered_params(scope, status))
-        return buffered_from_rows(rows, scope)
-
-    def buffered_scopes(self) -> list[Scope]:
-        with self.db.read() as s:
-            rows = s.all(
-                "SELECT DISTINCT user_id, agent_id, run_id FROM messages "
-                "WHERE status != 'extracted'"
-            )
-        return [Scope(*r) for r in rows]
-
-    def mark_segmented(self, assignments: Sequence[tuple[int, str]]) -> bool:
-        try:
-            with self.db.transaction() as s:
-                self._lock_messages(s, [seq for seq, _ in assignments])
-                done = s.many(
-                    "UPDATE messages SET status = 'segmented', topic_id = ? "
-                    "WHERE seq = ? AND status = 'pending'",
-                    [(topic, seq) for seq, topic in assignments],
-                )
-                if done != len(assignments):
-                    raise Claimed()
-        except Claimed:
-            return False
-        return True
-
-    def _lock_messages(self, s: Session, seqs: Sequence[int]) -> None:
-        """Row locks taken in one global order, so racing writers wait, not deadlock."""
-        if self.db.row_lock:
-            for start in range(0, len(seqs), _CHUNK):
-                chunk = sorted(seqs)[start : start + _CHUNK]
-                s.all(
-                    f"SELECT seq FROM messages WHERE seq IN ({_marks(chunk)}) ORDER BY seq"
-                    + self.db.row_lock,
-                    chunk,
-                )
-
-    def get_messages(self, scope: Scope, ids: Sequence[str]) -> list[Message]:
-        if not ids:
-            return []
-        where, params = scope_sql(self.db.dialect, scope)
-        rows: list[Any] = []
-        with self.db.read() as s:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start : start + _CHUNK])
-                rows += s.all(
-                    "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
-                    f"speaker_name, metadata FROM messages WHERE msg_id IN ({_marks(chunk)}) "
-                    f"AND {where}",
-                    (*chunk, *params),
-                )
-        return readable(sorted(rows, key=lambda r: int(r[0])), lambda r: message_from_row(r[1:]))
-
     # -- entries ----------------------------------------------------------------------------
     def commit_extraction(
         self,
@@ -297,15 +178,7 @@ class SQLStore(SQLBookkeeping):
     ) -> bool:
         try:
             with self.db.transaction() as s:
-                if message_seqs:
-                    self._lock_messages(s, message_seqs)
-                    done = s.many(
-                        "UPDATE messages SET status = 'extracted' "
-                        "WHERE seq = ? AND status = 'segmented'",
-                        [(seq,) for seq in sorted(set(message_seqs))],
-                    )
-                    if done != len(set(message_seqs)):
-                        raise Claimed()
+                self.mark_extracted(s, message_seqs)
                 for eid in provisional.stored_ids(s, replaces):
                     self._remove(s, eid)
                 written = [self._write(s, entry, vec) for entry, vec in entries]
@@ -322,7 +195,7 @@ class SQLStore(SQLBookkeeping):
     ) -> tuple[str, ...]:
         """Store the provisional entries (no history) of messages still buffered."""
         with self.db.transaction() as s:
-            self._lock_messages(s, message_seqs)
+            self.lock_messages(s, message_seqs)
             rows = provisional.writable(s, entries, message_seqs)
             for entry, vec in rows:
                 self._write(s, entry, vec)
@@ -357,9 +230,9 @@ class SQLStore(SQLBookkeeping):
             e = replace(e, created_at=e.created_at or now, updated_at=e.updated_at or now)
         cols = ", ".join(("speaker_key", *self.index.extra_columns))
         values = (*entry_params(e), e.speaker.lower(), *self.index.extra_values(e, vec))
+        marks = placeholders(values)
         row = s.one(
-            f"INSERT INTO entries ({ENTRY_COLS}, {cols}) VALUES ({_marks(values)}) RETURNING rid",
-            values,
+            f"INSERT INTO entries ({ENTRY_COLS}, {cols}) VALUES ({marks}) RETURNING rid", values
         )
         self.index.after_insert(s, int(row[0]), e, vec)
         return e
@@ -425,10 +298,10 @@ class SQLStore(SQLBookkeeping):
     def get_entries(self, entry_ids: Sequence[str]) -> dict[str, MemoryEntry]:
         out: dict[str, MemoryEntry] = {}
         with self.db.read() as s:
-            for start in range(0, len(entry_ids), _CHUNK):
-                chunk = list(entry_ids[start : start + _CHUNK])
+            for start in range(0, len(entry_ids), IN_CHUNK):
+                chunk = list(entry_ids[start : start + IN_CHUNK])
                 rows = s.all(
-                    f"SELECT {ENTRY_COLS} FROM entries WHERE id IN ({_marks(chunk)})", chunk
+                    f"SELECT {ENTRY_COLS} FROM entries WHERE id IN ({placeholders(chunk)})", chunk
                 )
                 out.update((e.id, e) for e in readable(rows, entry_from_row))
         return out
@@ -557,16 +430,5 @@ class SQLStore(SQLBookkeeping):
         return self.index.vectors(scope, filters)
 
 
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
 def _touched(e: MemoryEntry, **changes: Any) -> MemoryEntry:
     return replace(e, updated_at=datetime.now(UTC), **changes)
-
-
-def _identity(m: Message, where: str) -> tuple[Any, ...]:
-    """What must match for a re-added message to count as the same one (as stored)."""
-    ts = m.timestamp.timestamp() if m.timestamp else None
-    meta = json.loads(dumps(dict(m.metadata), where))
-    return (m.role, m.content, ts, m.time_text, m.speaker_id, m.speaker_name, meta)

@@ -19,7 +19,7 @@ from lightmem.errors import NotFoundError, StoreError
 from lightmem.store.db import Database, Session
 from lightmem.store.purge import PurgeReport, purge_graph, purge_node
 from lightmem.store.sessions import SQLTaskSessions
-from lightmem.store.sql import dumps, json_value, readable, scope_sql, ts
+from lightmem.store.sql import dumps, json_value, placeholders, readable, scope_sql, ts
 from lightmem.store.topk import top_positions
 from lightmem.store.values import ScoredId, Vector
 from lightmem.types import Edge, EdgeKind, Node, NodeKind, Scope
@@ -133,7 +133,7 @@ class SQLGraphStore:
         with self.db.read() as s:
             for start in range(0, len(node_ids), 500):
                 chunk = list(node_ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
+                marks = placeholders(chunk)
                 rows = s.all(f"SELECT {NODE_COLS} FROM graph_nodes WHERE id IN ({marks})", chunk)
                 out.update((n.id, n) for n in readable(rows, node_from_row))
         return out

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lightmem.store.db import Database
-from lightmem.store.sql import json_value
+from lightmem.store.sql import IN_CHUNK, json_value
 from lightmem.types import Scope
 
 __all__ = ["entries_citing"]
 
-_CHUNK = 500  # ids per IN (...) list
 _OWN = "user_id = ? AND agent_id = ? AND run_id = ?"
 
 
@@ -26,8 +25,8 @@ def entries_citing(db: Database, scope: Scope, message_ids: Sequence[str]) -> li
     ids = sorted(wanted)
     with db.read() as s:
         topics: set[str] = set()
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
             topics |= {
                 str(r[0])
                 for r in s.all(
@@ -38,8 +37,8 @@ def entries_citing(db: Database, scope: Scope, message_ids: Sequence[str]) -> li
             }
         found: list[tuple[int, str]] = []
         ordered = sorted(topics)
-        for start in range(0, len(ordered), _CHUNK):
-            chunk = ordered[start : start + _CHUNK]
+        for start in range(0, len(ordered), IN_CHUNK):
+            chunk = ordered[start : start + IN_CHUNK]
             found += [
                 (int(r[0]), str(r[1]))
                 for r in s.all(

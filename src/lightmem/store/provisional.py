@@ -20,6 +20,7 @@ import json
 from collections.abc import Sequence
 
 from lightmem.store.db import Session
+from lightmem.store.sql import IN_CHUNK, placeholders
 from lightmem.store.values import Vector
 from lightmem.types import MemoryEntry, Scope
 
@@ -27,8 +28,6 @@ __all__ = ["PREFIX", "is_provisional", "provisional_id", "stored_ids", "writable
 
 #: Every provisional entry's id starts with this (extracted entries' ids never do).
 PREFIX = "p-"
-
-_CHUNK = 500  # ids per IN (...) list
 
 
 def provisional_id(scope: Scope, message_id: str) -> str:
@@ -44,9 +43,9 @@ def is_provisional(entry_id: str) -> bool:
 def stored_ids(s: Session, entry_ids: Sequence[str]) -> list[str]:
     """Those of ``entry_ids`` present in the entries table."""
     found: list[str] = []
-    for start in range(0, len(entry_ids), _CHUNK):
-        chunk = list(entry_ids[start : start + _CHUNK])
-        marks = ",".join("?" * len(chunk))
+    for start in range(0, len(entry_ids), IN_CHUNK):
+        chunk = list(entry_ids[start : start + IN_CHUNK])
+        marks = placeholders(chunk)
         found += [r[0] for r in s.all(f"SELECT id FROM entries WHERE id IN ({marks})", chunk)]
     return found
 
@@ -58,9 +57,9 @@ def writable(
     and no entry holds their id yet. The caller holds the messages' row locks, so an
     extraction committing meanwhile cannot be missed."""
     buffered: set[int] = set()
-    for start in range(0, len(message_seqs), _CHUNK):
-        chunk = list(message_seqs[start : start + _CHUNK])
-        marks = ",".join("?" * len(chunk))
+    for start in range(0, len(message_seqs), IN_CHUNK):
+        chunk = list(message_seqs[start : start + IN_CHUNK])
+        marks = placeholders(chunk)
         buffered |= {
             int(r[0])
             for r in s.all(

@@ -26,12 +26,11 @@ from typing import Any, Protocol
 from lightmem.errors import NotFoundError
 from lightmem.store.db import Database, Session
 from lightmem.store.sessions import session_shows
-from lightmem.store.sql import json_value, scope_sql
+from lightmem.store.sql import IN_CHUNK, json_value, placeholders, scope_sql
 from lightmem.types import Scope
 
 __all__ = ["TABLES", "PurgeReport", "purge", "purge_graph", "purge_node"]
 
-_CHUNK = 500  # ids per IN (...) list
 
 #: The tables a purge removes rows from, in the order of the report.
 TABLES = (
@@ -75,6 +74,9 @@ class PurgeReport:
             "total": self.total,
             "compacted": self.compacted,
         }
+
+
+_PAGE = 500  # graph history events read at a time
 
 
 def purge(
@@ -181,10 +183,10 @@ def _edge_events_naming(s: Session, node_ids: set[str]) -> list[int]:
         page = s.all(
             "SELECT seq, target_id FROM graph_history WHERE target = 'edge' AND seq > ? "
             "ORDER BY seq LIMIT ?",
-            (last, _CHUNK),
+            (last, _PAGE),
         )
         found += [int(r[0]) for r in page if node_ids & set(str(r[1]).split("|")[1:])]
-        if len(page) < _CHUNK:
+        if len(page) < _PAGE:
             break
         last = int(page[-1][0])
     return found
@@ -205,10 +207,10 @@ def _events_quoting(s: Session, owner: tuple[str, ...], texts: set[str]) -> list
         page = s.all(
             "SELECT seq, before, after FROM graph_history "
             "WHERE user_id = ? AND agent_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (*owner, last, _CHUNK),
+            (*owner, last, _PAGE),
         )
         found += [int(r[0]) for r in page if any(_holds(_snapshot(x), quotes) for x in r[1:])]
-        if len(page) < _CHUNK:
+        if len(page) < _PAGE:
             return found
         last = int(page[-1][0])
 
@@ -356,9 +358,9 @@ def _purge_graph_rows(
 
 def _contents(s: Session, msg_ids: Sequence[str], own: str, params: list[str]) -> list[str]:
     out: list[str] = []
-    for start in range(0, len(msg_ids), _CHUNK):
-        chunk = list(msg_ids[start : start + _CHUNK])
-        marks = ",".join("?" * len(chunk))
+    for start in range(0, len(msg_ids), IN_CHUNK):
+        chunk = list(msg_ids[start : start + IN_CHUNK])
+        marks = placeholders(chunk)
         out += [
             str(r[0])
             for r in s.all(
@@ -391,9 +393,9 @@ def _delete_in(
 ) -> int:
     n = 0
     tail = f" AND {extra}" if extra else ""
-    for start in range(0, len(values), _CHUNK):
-        chunk = list(values[start : start + _CHUNK])
-        marks = ",".join("?" * len(chunk))
+    for start in range(0, len(values), IN_CHUNK):
+        chunk = list(values[start : start + IN_CHUNK])
+        marks = placeholders(chunk)
         n += _count(
             s.execute(
                 f"DELETE FROM {table} WHERE {column} IN ({marks}){tail}",

@@ -37,7 +37,7 @@ import numpy as np
 
 from lightmem.errors import InvalidInputError, StoreError
 from lightmem.store.db import Database, Session
-from lightmem.store.sql import dumps, json_value, message_from_row
+from lightmem.store.sql import IN_CHUNK, dumps, json_value, message_from_row, placeholders
 from lightmem.store.values import Vector
 from lightmem.types import entry_search_text
 
@@ -50,7 +50,6 @@ __all__ = [
     "reembed",
 ]
 
-_CHUNK = 500  # ids per IN (...) list
 _OP = "reembed"
 
 
@@ -202,11 +201,11 @@ def _entry_page(s: Session, after: int, n: int) -> tuple[list[_Item], int | None
 def _turn_texts(s: Session, scope: tuple[str, str, str], ids: list[str]) -> list[str]:
     """The indexed texts of messages ``ids`` of ``scope`` in that order ([] if any is gone)."""
     found: dict[str, str] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
+    for start in range(0, len(ids), IN_CHUNK):
+        chunk = ids[start : start + IN_CHUNK]
         for r in s.all(
             "SELECT seq, msg_id, role, content, compressed, ts, time_text, speaker_id, "
-            f"speaker_name, metadata FROM messages WHERE msg_id IN ({_marks(chunk)}) "
+            f"speaker_name, metadata FROM messages WHERE msg_id IN ({placeholders(chunk)}) "
             "AND user_id = ? AND agent_id = ? AND run_id = ?",
             (*chunk, *scope),
         ):
@@ -258,10 +257,10 @@ def _episode_tasks(s: Session, data: dict[str, Any]) -> tuple[str, ...]:
     """The tasks of a skill's source episodes that still exist (as Stage III reads them)."""
     ids = [str(x) for x in data.get("source_episodes", []) if isinstance(x, str)]
     tasks: dict[str, str] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
+    for start in range(0, len(ids), IN_CHUNK):
+        chunk = ids[start : start + IN_CHUNK]
         for r in s.all(
-            f"SELECT id, text, data FROM graph_nodes WHERE id IN ({_marks(chunk)})", chunk
+            f"SELECT id, text, data FROM graph_nodes WHERE id IN ({placeholders(chunk)})", chunk
         ):
             node_data = json_value(r[2])
             task = node_data.get("task", r[1]) if isinstance(node_data, dict) else r[1]
@@ -296,11 +295,11 @@ def _digest(text: str) -> str:
 
 def _staged(s: Session, name: str, digests: Sequence[str]) -> dict[str, Vector]:
     out: dict[str, Vector] = {}
-    for start in range(0, len(digests), _CHUNK):
-        chunk = list(digests[start : start + _CHUNK])
+    for start in range(0, len(digests), IN_CHUNK):
+        chunk = list(digests[start : start + IN_CHUNK])
         for r in s.all(
             f"SELECT digest, vec FROM reembed_vectors WHERE embedder = ? "
-            f"AND digest IN ({_marks(chunk)})",
+            f"AND digest IN ({placeholders(chunk)})",
             (name, *chunk),
         ):
             out[r[0]] = np.frombuffer(bytes(r[1]), dtype=np.float32).copy()
@@ -382,7 +381,3 @@ def recorded_embedder(s: Session, lock: str = "") -> tuple[str, int] | None:
 
 def _label(identity: tuple[str, int] | None) -> str:
     return "" if identity is None else f"{identity[0]} ({identity[1]}-d)"
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from lightmem.store.db import Database
 from lightmem.store.schema_tables import ColumnTypes
-from lightmem.store.sql import dumps, json_value, scope_sql
+from lightmem.store.sql import dumps, json_value, placeholders, scope_sql
 from lightmem.types import Scope
 
 __all__ = [
@@ -162,7 +162,7 @@ class SQLTaskSessions:
             (n,) = s.one(f"SELECT count(*) FROM task_sessions WHERE {_OPEN}", (now,))
             if int(n) >= cap:
                 return False
-            marks = ",".join("?" * len(_COLS.split(",")))
+            marks = placeholders(_COLS.split(","))
             s.execute(
                 f"INSERT INTO task_sessions ({_COLS}) VALUES ({marks})",
                 (

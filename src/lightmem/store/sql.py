@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -27,6 +27,7 @@ from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
 __all__ = [
     "ENTRY_COLS",
+    "IN_CHUNK",
     "POSTGRES",
     "SQLITE",
     "DamagedRowError",
@@ -43,6 +44,7 @@ __all__ = [
     "history_from_row",
     "json_value",
     "message_from_row",
+    "placeholders",
     "readable",
     "scope_sql",
     "ts",
@@ -77,6 +79,15 @@ SQLITE = Dialect(
     lambda col, key: f"CASE WHEN json_valid({col}) THEN json_extract({col}, '$.{key}') END",
 )
 POSTGRES = Dialect("%s", "TRUE", lambda col, key: f"{col}->>'{key}'")
+
+
+#: Ids (or other values) per ``IN (...)`` list: a long list is read in chunks of this many.
+IN_CHUNK = 500
+
+
+def placeholders(values: Sized) -> str:
+    """``?, ?, ...``: one ``?`` placeholder per value (``?``-SQL, see :class:`Session`)."""
+    return ",".join("?" * len(values))
 
 
 def scope_sql(d: Dialect, scope: Scope, prefix: str = "") -> tuple[str, list[Any]]:
