@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lightmem.store.text_index import IDF_FLOOR, K1, B, Stemmer
+from lightmem.store.text_index import IDF_FLOOR, K1, B, Stemmer, document_terms
 
 __all__ = [
     "FILL_BATCH",
@@ -35,8 +35,9 @@ FILL_BATCH = 2_000
 
 
 def index_text(text: str, stemmer: Stemmer) -> str:
-    """The ``search_terms`` value of ``text``: its stemmed index terms, space-separated."""
-    return " ".join(stemmer.tokens(text))
+    """The ``search_terms`` value of ``text``: its stemmed index terms (the first
+    :data:`~lightmem.store.text_index.MAX_DOCUMENT_TERMS`), space-separated."""
+    return " ".join(document_terms(text, stemmer))
 
 
 def query_lexemes(terms: Sequence[str], stemmer: Stemmer) -> list[str]:

@@ -1,0 +1,77 @@
+"""The keyword index holds a memory's first MAX_DOCUMENT_TERMS words on both backends, so a
+memory of megabytes of distinct words costs the in-memory index a bounded amount."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from lightmem import MemoryEntry, SQLiteStore
+from lightmem.store.base import MemoryStore
+from lightmem.store.text_index import MAX_DOCUMENT_TERMS, Stemmer, document_terms
+from lightmem.types import Filters, Scope
+
+DIM = 8
+WHEN = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _entry(eid: str, text: str) -> MemoryEntry:
+    return MemoryEntry(eid, text[:100], text, Scope(), WHEN, speaker_name="Ann")
+
+
+def _fill(store: MemoryStore) -> None:
+    store.bind_embedder("test", DIM)
+    long = " ".join(f"zq{i}" for i in range(MAX_DOCUMENT_TERMS + 2_000))
+    vec = (np.ones(DIM) / np.sqrt(DIM)).astype(np.float32)
+    store.import_entries([(_entry("long", long), vec), (_entry("short", "zq10500 apple"), vec)])
+
+
+def _found(store: MemoryStore, word: str) -> list[str]:
+    return [i for i, _ in store.text_search([word], Scope(), Filters(), 10)]
+
+
+def _check(store: MemoryStore) -> None:
+    _fill(store)
+    # "Ann: " opens the indexed text, so the long memory's words are terms 2, 3, ...
+    assert _found(store, f"zq{MAX_DOCUMENT_TERMS - 3}") == ["long"]
+    assert _found(store, "zq10500") == ["short"]  # past the long memory's first words
+    assert _found(store, "apple") == ["short"]
+
+
+def test_document_terms_are_the_first_max_document_terms() -> None:
+    stemmer = Stemmer()
+    text = " ".join(f"zq{i}" for i in range(MAX_DOCUMENT_TERMS + 5))
+    terms = document_terms(text, stemmer)
+    assert len(terms) == MAX_DOCUMENT_TERMS and terms[-1] == f"zq{MAX_DOCUMENT_TERMS - 1}"
+    assert document_terms("Ann: a short one", stemmer) == stemmer.tokens("Ann: a short one")
+
+
+def test_sqlite_indexes_the_first_words_of_a_long_memory() -> None:
+    store = SQLiteStore(":memory:")
+    try:
+        _check(store)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def pg_store() -> Iterator[MemoryStore]:
+    from conftest import drop_schema, require_postgres
+    from lightmem.store.postgres import PostgresStore
+
+    dsn = require_postgres()
+    schema = f"terms_{uuid.uuid4().hex[:10]}"
+    store = PostgresStore(dsn, schema=schema, pool_size=2)
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_schema(schema)
+
+
+def test_postgres_indexes_the_same_first_words(pg_store: MemoryStore) -> None:
+    _check(pg_store)
