@@ -51,11 +51,10 @@ from lightmem.pipeline.token_count import TokenCounter
 from lightmem.pipeline.update import (
     MAX_KEEP_TOP_N,
     MAX_TOP_K,
-    ONLINE_QUEUE_N,
     OfflineUpdater,
     Updater,
     UpdateReport,
-    nearest_stored,
+    online_update,
     run_update,
     scope_queue,
 )
@@ -69,7 +68,6 @@ from lightmem.types import (
     MemoryEntry,
     Message,
     RetrievalResults,
-    Scope,
 )
 
 __all__ = ["LightMemory"]
@@ -198,7 +196,7 @@ class LightMemory:
             scope, msgs, force_segment=force_segment, force_extract=force_extract
         )
         if result.entries_created and self.settings.update == "online":
-            self._online_update(result.entries_created, scope)
+            online_update(self.store, self.embedder, self.updater, scope, result.entries_created)
         if result.messages_added < len(msgs):  # a retry: name the entries already made
             cited = self.store.entries_citing(scope, [m.id for m in msgs])
             old = tuple(i for i in cited if i not in result.entries_created)
@@ -441,21 +439,6 @@ class LightMemory:
         report = run_update(self.store, self.embedder, self.updater, scope, float(score_threshold))
         self._save_usage()
         return report
-
-    def _online_update(self, new_ids: Sequence[str], scope: Scope) -> UpdateReport:
-        """The update pass for just-extracted entries only: each is compared with its
-        nearest earlier entries (found by vector search, bounded), never the whole scope."""
-        found = self.store.get_entries(list(new_ids))
-        new = [found[i] for i in new_ids if i in found and found[i].kind == "entry"]
-        if not new:
-            return UpdateReport(0, (), ())
-        vectors = self.embedder.embed([e.search_text for e in new], op="update.online")
-        near = nearest_stored(self.store, new, vectors)
-        fresh = set(new_ids)  # an earlier entry keyed by a turn said before it keeps its queue
-        self.store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items() if i in fresh})
-        return run_update(
-            self.store, self.embedder, self.updater, scope, 0.8, only=new_ids, nearest=near
-        )
 
     @serialised
     def summarize(

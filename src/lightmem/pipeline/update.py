@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,7 @@ __all__ = [
     "MAX_TOP_K",
     "ONLINE_QUEUE_N",
     "REVIEW_K",
+    "STEP_CHARS",
     "OfflineUpdater",
     "UpdateAction",
     "UpdateItem",
@@ -35,6 +36,7 @@ __all__ = [
     "chronological",
     "nearest_earlier",
     "nearest_stored",
+    "online_update",
     "restated",
     "run_update",
     "said_before",
@@ -43,6 +45,17 @@ __all__ = [
 ]
 
 log = logging.getLogger("lightmem.update")
+_T = TypeVar("_T")
+
+#: The memory text (stored, original and context) at which one step of a pass ends (a
+#: batch of the update, a part of the review; the step's last item or group of newer
+#: entries crosses it). A scope of everyday memories is one step; one of megabyte memories
+#: is worked through a part at a time instead of read whole.
+STEP_CHARS = 64_000_000
+#: Entries read at a time where only when each was said is kept (the order of a pass), and
+#: newer entries of the review read at a time (each with its candidates).
+_TIMES_PAGE = 256
+_REVIEW_GROUP = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,31 +293,34 @@ def run_update(
     score_threshold: float,
     only: Sequence[str] | None = None,
     nearest: Mapping[str, Sequence[ScoredId]] | None = None,
+    step_chars: int = STEP_CHARS,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
     ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
     An action may only touch an entry of its own batch; others are refused and counted.
     Then review supersessions of those entries against their ``nearest`` earlier entries
-    (by id, oldest first; computed over the scope when not given)."""
+    (by id, oldest first; computed over the scope when not given). A step (a batch, a
+    part of the review) ends once it holds ``step_chars`` of memory text."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
     state = _UpdateState()
     batch: list[UpdateItem] = []
-    pairs = 0
+    pairs = held = 0
     for target_id in reversed(targets):  # newest first: it absorbs its older duplicates
         item = _item(store, queue[target_id], target_id, score_threshold, state.deleted)
         if item is None:
             continue
         batch.append(item)
         pairs += len(item.candidates)
-        if pairs >= updater.pairs_per_call:
+        held += item.newer.chars + sum(e.chars for e, _ in item.candidates)
+        if pairs >= updater.pairs_per_call or held >= step_chars:
             _apply(store, embedder, updater, batch, state)
-            batch, pairs = [], 0
+            batch, pairs, held = [], 0, 0
     if batch:
         _apply(store, embedder, updater, batch, state)
     if nearest is None:
         nearest = nearest_earlier(store, scope, only)
-    _review(store, updater, nearest, state)
+    _review(store, updater, nearest, state, step_chars)
     # the review's work in the usage ledger (items: pairs compared); calls=0: a model the
     # updater asks accounts its own calls
     embedder.ledger.record(UsageRecord("update", "review", calls=0, items=state.reviewed))
@@ -418,18 +434,48 @@ def _review(
     updater: Updater,
     nearest: Mapping[str, Sequence[ScoredId]],
     state: _UpdateState,
+    step_chars: int,
 ) -> None:
     """The updater's supersessions of the ``nearest`` map's newer entries (oldest first)
-    against their earlier candidates; entries deleted by this pass take no part."""
-    wanted = [i for i in nearest if i not in state.deleted]
-    wanted += [c for i in wanted for c, _ in nearest[i] if c not in state.deleted]
-    known = store.get_entries(list(dict.fromkeys(wanted)))
+    against their earlier candidates; entries deleted by this pass take no part. Reviewed
+    in steps of about ``step_chars`` of text, each read after the step before it was
+    applied, so an entry superseded there is no candidate here (as within one step)."""
+    order = [i for i in nearest if i not in state.deleted]
+    known: dict[str, MemoryEntry] = {}
+    step: list[str] = []
+    held = 0
+    for start in range(0, len(order), _REVIEW_GROUP):
+        group = order[start : start + _REVIEW_GROUP]
+        wanted = [j for i in group for j in (i, *(c for c, _ in nearest[i]))]
+        new = [j for j in dict.fromkeys(wanted) if j not in known and j not in state.deleted]
+        got = store.get_entries(new)
+        known.update(got)
+        held += sum(e.chars for e in got.values())
+        step += group
+        if held >= step_chars:
+            _review_step(store, updater, step, nearest, known, state)
+            known, step, held = {}, [], 0
+    if step:
+        _review_step(store, updater, step, nearest, known, state)
+
+
+def _review_step(
+    store: MemoryStore,
+    updater: Updater,
+    newer: Sequence[str],
+    nearest: Mapping[str, Sequence[ScoredId]],
+    known: Mapping[str, MemoryEntry],
+    state: _UpdateState,
+) -> None:
+    """:func:`_review` of the ``newer`` entries, read into ``known`` with their candidates."""
     items = []
-    for eid, cands in nearest.items():
-        newer = known.get(eid)
-        pairs = tuple((known[c], sc) for c, sc in cands if c in known)
-        if newer is not None and pairs:
-            items.append(UpdateItem(newer, pairs, frozenset(state.decided.get(eid, ()))))
+    for eid in newer:
+        entry = known.get(eid)
+        pairs = tuple(
+            (known[c], sc) for c, sc in nearest[eid] if c in known and c not in state.deleted
+        )
+        if entry is not None and pairs:
+            items.append(UpdateItem(entry, pairs, frozenset(state.decided.get(eid, ()))))
     state.reviewed += sum(len(it.candidates) for it in items)
     for action in updater.review(items):
         old = known.get(action.target_id)
@@ -446,15 +492,36 @@ def _review(
             state.vanished.add(old.id)
 
 
+def online_update(
+    store: MemoryStore, embedder: Embedder, updater: Updater, scope: Scope, new_ids: Sequence[str]
+) -> UpdateReport:
+    """The update pass for the entries ``new_ids`` just extracted into ``scope`` only
+    (``update: "online"``): each is compared with its nearest earlier entries (found by
+    vector search, bounded), never the whole scope."""
+    found = store.get_entries(list(new_ids))
+    new = [found[i] for i in new_ids if i in found and found[i].kind == "entry"]
+    if not new:
+        return UpdateReport(0, (), ())
+    vectors = embedder.embed([e.search_text for e in new], op="update.online")
+    near = nearest_stored(store, new, vectors)
+    fresh = set(new_ids)  # an earlier entry keyed by a turn said before it keeps its queue
+    store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items() if i in fresh})
+    return run_update(store, embedder, updater, scope, 0.8, only=new_ids, nearest=near)
+
+
 def scope_queue(
     store: MemoryStore, scope: Scope, top_k: int, keep_top_n: int
-) -> tuple[dict[str, list[ScoredId]], dict[str, MemoryEntry]]:
+) -> tuple[dict[str, list[ScoredId]], dict[str, float | None]]:
     """:func:`build_queue` over the extracted entries of ``scope``, earlier by the time
-    each was said, with those entries (by id)."""
+    each was said, with those times (seconds, None where not known; by id, for the
+    entries that exist). Only the times are kept of the entries read, a page at a time."""
     ids, matrix, groups = extracted_vectors(store, scope)
-    entries = store.get_entries(ids)
-    times = [_seconds(entries[i]) if i in entries else None for i in ids]
-    return build_queue(ids, matrix, groups, top_k, keep_top_n, times=times), entries
+    said: dict[str, float | None] = {}
+    for start in range(0, len(ids), _TIMES_PAGE):
+        got = store.get_entries(ids[start : start + _TIMES_PAGE])
+        said.update((i, _seconds(e)) for i, e in got.items())
+    times = [said.get(i) for i in ids]
+    return build_queue(ids, matrix, groups, top_k, keep_top_n, times=times), said
 
 
 def nearest_earlier(
@@ -463,10 +530,10 @@ def nearest_earlier(
     """For each extracted entry of ``scope`` (or of ``only``), oldest first (see
     :func:`chronological`), its ``k`` most similar earlier entries of the same exact scope
     (the offline review)."""
-    queue, entries = scope_queue(store, scope, k, k)
+    queue, said = scope_queue(store, scope, k, k)
     wanted = set(only) if only is not None else None
-    order = chronological([entries[i] for i in queue if i in entries])
-    return {e.id: queue[e.id] for e in order if wanted is None or e.id in wanted}
+    order = _in_time_order([i for i in queue if i in said], said.__getitem__)
+    return {i: queue[i] for i in order if wanted is None or i in wanted}
 
 
 def nearest_stored(
@@ -514,9 +581,15 @@ def said_before(a: MemoryEntry, b: MemoryEntry, stored_before: bool) -> bool:
 def chronological(entries: Sequence[MemoryEntry]) -> list[MemoryEntry]:
     """``entries`` (in the order they were stored) oldest first by the time each was said
     when all have one (stably: the same time keeps the stored order); else as they are."""
-    if any(e.timestamp is None for e in entries):
-        return list(entries)
-    return sorted(entries, key=lambda e: _seconds(e) or 0.0)
+    return _in_time_order(entries, _seconds)
+
+
+def _in_time_order(items: Sequence[_T], said: Callable[[_T], float | None]) -> list[_T]:
+    """:func:`chronological` of any ``items`` said at ``said(item)``."""
+    times = [said(x) for x in items]
+    if any(t is None for t in times):
+        return list(items)
+    return [x for _, x in sorted(zip(times, items, strict=True), key=lambda p: p[0] or 0.0)]
 
 
 def _seconds(entry: MemoryEntry) -> float | None:

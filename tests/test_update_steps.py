@@ -1,0 +1,154 @@
+"""The offline update holds a bounded part of a scope at once: the queue keeps only when
+each entry was said, and the batches and the review go in steps of at most
+``step_chars`` of memory text, each read after the step before it was applied, so a pass
+in many steps decides exactly what one step decides (a value changed twice stays a chain)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lightmem import LightMemory
+from lightmem.pipeline.update import UpdateAction, UpdateItem, Updater, run_update
+from lightmem.store.base import MemoryStore
+from lightmem.types import MemoryEntry, Scope
+
+_FILLER = [
+    "My sister Ines visited from Porto for the weekend.",
+    "The bakery on our street finally sells rye bread.",
+    "I finished a long mystery novel about a lighthouse.",
+    "Our running club meets in the park on Thursdays.",
+    "The neighbours adopted a grey kitten called Pixel.",
+    "I planted tomatoes and basil on the balcony.",
+    "Work sent me to a conference about databases.",
+    "I learned to make dumplings from my grandmother.",
+    "The heating broke again, the landlord is slow.",
+    "I signed up for a pottery class at the museum.",
+    "We watched a documentary about octopuses last night.",
+    "My knee hurts after the hike up the ridge.",
+    "The library has a new section of graphic novels.",
+    "I painted the hallway a pale shade of green.",
+    "Our choir is rehearsing an old Welsh hymn.",
+    "I lost my umbrella on the tram this morning.",
+    "The farmers market had wonderful strawberries.",
+    "My nephew started playing the drums, loudly.",
+    "I repaired my grandfather's wooden chess board.",
+    "The dentist says I should floss more often.",
+    "We booked a cabin by the lake for August.",
+    "I tried bouldering for the first time today.",
+    "The cafe near the office closed for renovation.",
+    "I am knitting a scarf for my brother's birthday.",
+]
+
+
+def _turns() -> list[dict[str, Any]]:
+    said = [
+        "I live in Boston, near the harbour.",
+        *_FILLER[:12],
+        "We moved to Denver last month, I love the mountains.",
+        *_FILLER[12:],
+        "We moved to Austin now, the heat is a shock.",
+    ]
+    return [
+        {
+            "id": f"t{i}",
+            "speaker_name": "Lena",
+            "content": text,
+            "timestamp": f"2023-{1 + i // 28:02d}-{1 + i % 28:02d}T10:00:00",
+        }
+        for i, text in enumerate(said)
+    ]
+
+
+class _Spy:
+    """An updater that counts its calls and the items each was given."""
+
+    def __init__(self, inner: Updater) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.pairs_per_call = inner.pairs_per_call
+        self.reviews: list[int] = []
+        self.decides: list[int] = []
+
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.decides.append(len(items))
+        return self.inner.decide(items)
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.reviews.append(len(items))
+        return self.inner.review(items)
+
+
+class _EveryEarlier:
+    """A review that replaces every earlier candidate not yet replaced by the newer entry
+    it is given with (within its call too, as the real updaters do): whether an entry
+    replaced in an earlier step is read again as replaced decides everything it does."""
+
+    name = "every-earlier"
+    pairs_per_call = 10_000
+
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return []
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        replaced: set[str] = set()
+        out = []
+        for it in items:
+            for e, _ in it.candidates:
+                if not e.superseded_by and e.id not in replaced:
+                    replaced.add(e.id)
+                    out.append(UpdateAction("supersede", e.id, "test", by=it.newer.id))
+        return out
+
+
+class _Reads:
+    """A store that records how many entries each ``get_entries`` asked for."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.asked: list[int] = []
+
+    def get_entries(self, ids: Sequence[str]) -> dict[str, MemoryEntry]:
+        self.asked.append(len(ids))
+        return self.store.get_entries(ids)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _pass(
+    tmp_path: Path, name: str, step_chars: int | None, updater: Updater | None = None
+) -> tuple[dict[str, str], _Spy, _Reads]:
+    """Superseded by which turn, per turn; the review calls; the store's reads."""
+    with LightMemory.from_config({"store": {"path": str(tmp_path / f"{name}.db")}}) as mem:
+        mem.add_memory(_turns(), force_extract=True)
+        mem.construct_update_queue_all_entries()
+        spy, reads = _Spy(updater or mem.updater), _Reads(mem.store)
+        kw = {} if step_chars is None else {"step_chars": step_chars}
+        # every queued pair is given to decide (threshold -1): its batches are stepped too
+        run_update(reads, mem.embedder, spy, Scope(), -1.0, **kw)  # type: ignore[arg-type]
+        entries = mem.list_entries({"kind": "entry"}, limit=1000)
+        turn = {e.id: e.source_ids[0] for e in entries}
+        return {turn[e.id]: turn.get(e.superseded_by, "") for e in entries}, spy, reads
+
+
+def test_a_pass_in_steps_decides_what_one_step_decides(tmp_path: Path) -> None:
+    whole, one, _ = _pass(tmp_path, "whole", None)
+    stepped, many, reads = _pass(tmp_path, "steps", 1)
+    assert len(one.reviews) == len(one.decides) == 1  # everyday memories: one step
+    assert len(many.reviews) > 2 and max(many.reviews) <= 8  # a step per 8 newer entries
+    assert len(many.decides) > 2 and max(many.decides) == 1  # a batch per item
+    assert stepped == whole
+    # the chain: Boston replaced by Denver, Denver by Austin
+    assert (stepped["t0"], stepped["t13"], stepped["t26"]) == ("t13", "t26", "")
+    # no read of a step asks for more than a group's entries and their candidates
+    assert max(reads.asked) <= 8 * 25
+
+
+def test_each_step_reads_what_the_steps_before_it_replaced(tmp_path: Path) -> None:
+    whole, _, _ = _pass(tmp_path, "whole", None, _EveryEarlier())
+    stepped, many, _ = _pass(tmp_path, "steps", 1, _EveryEarlier())
+    assert len(many.reviews) > 2
+    assert sum(bool(v) for v in whole.values()) > 20  # nearly every turn was replaced once
+    assert stepped == whole  # each by the first newer turn, never again by a later one
