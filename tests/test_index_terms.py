@@ -75,3 +75,25 @@ def pg_store() -> Iterator[MemoryStore]:
 
 def test_postgres_indexes_the_same_first_words(pg_store: MemoryStore) -> None:
     _check(pg_store)
+
+
+def test_postgres_cuts_the_terms_of_entries_stored_before_the_cap(
+    pg_store: MemoryStore,
+) -> None:
+    """The migration step cuts an entry written with every term to the first ones, and
+    its postings follow (the step's SQL run again over such a row)."""
+    from lightmem.store.postgres import PostgresStore
+    from lightmem.store.postgres_terms import CAP_ENTRY_TERMS_SQL
+
+    assert isinstance(pg_store, PostgresStore)
+    pg_store.bind_embedder("test", DIM)
+    vec = (np.ones(DIM) / np.sqrt(DIM)).astype(np.float32)
+    pg_store.import_entries([(_entry("long", "zq0"), vec), (_entry("short", "zq10003"), vec)])
+    every = " ".join(f"zq{i}" for i in range(MAX_DOCUMENT_TERMS + 5))
+    with pg_store.db.transaction() as s:  # as an entry was stored before the cap
+        s.execute("UPDATE entries SET search_terms = ? WHERE id = 'long'", (every,))
+    assert set(_found(pg_store, "zq10003")) == {"long", "short"}
+    with pg_store.db.transaction() as s:
+        s.execute(CAP_ENTRY_TERMS_SQL)
+    assert _found(pg_store, "zq10003") == ["short"]
+    assert _found(pg_store, f"zq{MAX_DOCUMENT_TERMS - 1}") == ["long"]

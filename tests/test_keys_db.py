@@ -70,6 +70,43 @@ def test_a_key_file_written_before_the_meta_table_is_adopted(tmp_path: Path) -> 
     again.close()
 
 
+def test_an_old_key_file_the_server_cannot_write_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only key file written before the meta table still gives its keys (it cannot
+    be adopted, and needs not be to be read); a new key is refused as a read-only store's
+    writes are."""
+    import os
+
+    path = tmp_path / "keys.db"
+    _old_key_file(path)
+    path.chmod(0o444)
+    try:
+        if os.access(path, os.W_OK):
+            # root (as in CI) may write any file: the database asks os.access, so it is
+            # told what an unprivileged server would be told; the read-only open is real
+            real = os.access
+
+            def access(p: object, mode: int, **kw: object) -> bool:
+                denied = mode & os.W_OK and Path(str(p)) == path
+                return False if denied else real(p, mode, **kw)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(os, "access", access)
+        keys = SQLiteKeyRegistry(path)
+        try:
+            assert keys.tenant_for(OLD_KEY) == "acme" and keys.tenant_for(OLD_REVOKED) is None
+            with pytest.raises(StoreError, match="read-only"):
+                keys.create("beta")
+        finally:
+            keys.close()
+    finally:
+        path.chmod(0o644)
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert tables == {"api_keys"}  # untouched
+
+
 def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "keys.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -49,7 +49,9 @@ def test_bad_timestamps(bad: object) -> None:
     [
         ("2023-02-30", "invalid date: '2023-02-30' (day is out of range for month)"),
         ("2023-13-01", "invalid date: '2023-13-01' (month must be in 1..12)"),
-        ("12000-01-01", "invalid date: '12000-01-01' (year 12000 is not in 1-9999)"),
+        ("12000-01-01", "invalid date: '12000-01-01' (a year has 4 digits: 0001-9999)"),
+        ("2023-6-1", "unrecognised timestamp format: '2023-6-1'"),
+        ("2023-06-01Tnoon", "unrecognised timestamp format: '2023-06-01Tnoon'"),
         ("2023-06-12T24:00", "invalid date: '2023-06-12T24:00' (hour must be in 0..23)"),
         ("June 2023", "unrecognised timestamp format: 'June 2023'"),
     ],

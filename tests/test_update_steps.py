@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lightmem import LightMemory
-from lightmem.pipeline.update import UpdateAction, UpdateItem, Updater, run_update
+from lightmem.pipeline import update
+from lightmem.pipeline.update import REVIEW_K, UpdateAction, UpdateItem, Updater, run_update
 from lightmem.store.base import MemoryStore
 from lightmem.types import MemoryEntry, Scope
 
@@ -80,12 +83,13 @@ class _Spy:
         return self.inner.review(items)
 
 
-class _EveryEarlier:
-    """A review that replaces every earlier candidate not yet replaced by the newer entry
-    it is given with (within its call too, as the real updaters do): whether an entry
-    replaced in an earlier step is read again as replaced decides everything it does."""
+class _OldestLive:
+    """A review that replaces, for each newer entry, its oldest earlier candidate not yet
+    replaced (remembering its own choices within a call, as the offline detector keeps to
+    live candidates): an entry replaced in an earlier step and read as still holding would
+    be chosen again, and the newer entry would replace nothing."""
 
-    name = "every-earlier"
+    name = "oldest-live"
     pairs_per_call = 10_000
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
@@ -95,11 +99,28 @@ class _EveryEarlier:
         replaced: set[str] = set()
         out = []
         for it in items:
-            for e, _ in it.candidates:
-                if not e.superseded_by and e.id not in replaced:
-                    replaced.add(e.id)
-                    out.append(UpdateAction("supersede", e.id, "test", by=it.newer.id))
+            live = [e for e, _ in it.candidates if not e.superseded_by and e.id not in replaced]
+            if live:
+                oldest = min(live, key=lambda e: (e.timestamp, e.id))
+                replaced.add(oldest.id)
+                out.append(UpdateAction("supersede", oldest.id, "test", by=it.newer.id))
         return out
+
+
+class _EveryEarlier(_OldestLive):
+    """A review that replaces every earlier candidate not marked replaced, with no memory
+    of its own choices (a model's review may name one earlier memory for two newer ones):
+    the first supersession must stand, whether the second comes in the same call or not."""
+
+    name = "every-earlier"
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return [
+            UpdateAction("supersede", e.id, "test", by=it.newer.id)
+            for it in items
+            for e, _ in it.candidates
+            if not e.superseded_by
+        ]
 
 
 class _Reads:
@@ -133,22 +154,30 @@ def _pass(
         return {turn[e.id]: turn.get(e.superseded_by, "") for e in entries}, spy, reads
 
 
-def test_a_pass_in_steps_decides_what_one_step_decides(tmp_path: Path) -> None:
+def test_a_pass_in_steps_decides_what_one_step_decides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     whole, one, _ = _pass(tmp_path, "whole", None)
+    # the times read 5 at a time, the review a newer entry (and its candidates) at a time
+    monkeypatch.setattr(update, "_TIMES_PAGE", 5)
+    monkeypatch.setattr(update, "_REVIEW_GROUP", 1)
     stepped, many, reads = _pass(tmp_path, "steps", 1)
     assert len(one.reviews) == len(one.decides) == 1  # everyday memories: one step
-    assert len(many.reviews) > 2 and max(many.reviews) <= 8  # a step per 8 newer entries
+    assert len(many.reviews) > 2 and max(many.reviews) == 1  # a step per newer entry
     assert len(many.decides) > 2 and max(many.decides) == 1  # a batch per item
     assert stepped == whole
     # the chain: Boston replaced by Denver, Denver by Austin
     assert (stepped["t0"], stepped["t13"], stepped["t26"]) == ("t13", "t26", "")
-    # no read of a step asks for more than a group's entries and their candidates
-    assert max(reads.asked) <= 8 * 25
+    # no read asks for more than a newer entry and its candidates (the scope holds more)
+    assert len(whole) > 1 + REVIEW_K and max(reads.asked) <= 1 + REVIEW_K
 
 
-def test_each_step_reads_what_the_steps_before_it_replaced(tmp_path: Path) -> None:
-    whole, _, _ = _pass(tmp_path, "whole", None, _EveryEarlier())
-    stepped, many, _ = _pass(tmp_path, "steps", 1, _EveryEarlier())
+@pytest.mark.parametrize("updater", [_OldestLive, _EveryEarlier])
+def test_each_step_reads_what_the_steps_before_it_replaced(
+    tmp_path: Path, updater: type[_OldestLive]
+) -> None:
+    whole, _, _ = _pass(tmp_path, "whole", None, updater())
+    stepped, many, _ = _pass(tmp_path, "steps", 1, updater())
     assert len(many.reviews) > 2
     assert sum(bool(v) for v in whole.values()) > 20  # nearly every turn was replaced once
-    assert stepped == whole  # each by the first newer turn, never again by a later one
+    assert stepped == whole  # each by the first newer turn to replace it, never again

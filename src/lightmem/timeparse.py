@@ -16,7 +16,7 @@ _SLASHED = re.compile(
 )
 #: Written as an ISO 8601 date ("2023-02-30", "12000-01-01"): one that fails is off the
 #: calendar or out of range, and is told so rather than "unrecognised".
-_ISO_SHAPE = re.compile(r"^[+-]?(\d{4,})-\d{1,2}-\d{1,2}(?:$|[T ])")
+_ISO_SHAPE = re.compile(r"^(\d{4,})-\d{2}-\d{2}(?:$|[T ])")
 _DAY_FIRST = ("%d %B %Y", "%d %b %Y", "%d %B, %Y", "%d %b, %Y")
 _MONTH_FIRST = ("%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%b %d %Y")
 
@@ -59,10 +59,10 @@ def parse_timestamp(value: object) -> datetime:
     parsed = _strptime_any(text, _DAY_FIRST + _MONTH_FIRST)
     if parsed is not None:
         return parsed
-    if m := _ISO_SHAPE.match(text):
-        year = m.group(1)
-        why = f"year {year} is not in 1-9999" if len(year) > 4 else str(iso_error)
-        raise ValueError(f"invalid date: {value!r} ({why})")
+    if (m := _ISO_SHAPE.match(text)) and len(m.group(1)) > 4:
+        raise ValueError(f"invalid date: {value!r} (a year has 4 digits: 0001-9999)")
+    if m and not str(iso_error).startswith("Invalid isoformat"):  # a field out of range
+        raise ValueError(f"invalid date: {value!r} ({iso_error})")
     raise ValueError(f"unrecognised timestamp format: {value!r}")
 
 

@@ -346,6 +346,9 @@ class _UpdateState:
     #: entries another writer deleted while this pass ran (acted on no more)
     vanished: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
+    #: the same ids, to look up: a copy read before its supersession still says it holds,
+    #: and an updater may replace it twice in one call
+    replaced: set[str] = field(default_factory=set)
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
 
@@ -618,7 +621,8 @@ def _supersede(
         state.rejected += 1
         log.warning("supersede of %r by %r refused: not in its batch", old.id, action.by)
         return
-    if old.superseded_by:
-        return  # already replaced: the chain is kept as first recorded
+    if old.superseded_by or old.id in state.replaced:
+        return  # already replaced (before, or earlier in this pass): the first one stands
     store.set_validity(old.id, old.scope, new.id, new.timestamp or new.created_at, action.reason)
     state.superseded.append(old.id)
+    state.replaced.add(old.id)

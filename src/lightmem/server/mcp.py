@@ -208,8 +208,8 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         """Recall what is known that bears on a question or task. Call it before answering
         anything that may depend on earlier conversations. Returns `context` (the memories
         grouped by date, ready to put in your prompt), `ids` (best first) and `truncated`
-        (true: the answer's size limit ended the memories early; a smaller `limit` or a
-        `budget_tokens` fits them); `full: true` adds each memory's full record."""
+        (true: the answer's size limit ended the memories early, as some are very long);
+        `full: true` adds each memory's full record."""
         found = service.retrieve(
             resolve(),
             query,

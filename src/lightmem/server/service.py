@@ -126,8 +126,9 @@ def retrieve(
     """``all_scopes``: search every user of a store holding several (see
     :mod:`lightmem.memory.scoping`); otherwise such a store needs ``scope.user_id``.
     ``as_of`` (ISO 8601, see :func:`as_of_time`): only what was valid then. The results
-    end once their memories' text would pass ``max_chars`` (``truncated``: more were
-    ranked within ``limit``; a smaller ``limit`` or a ``budget_tokens`` fits them)."""
+    end once their memories' text (stored, original and context) would pass
+    ``max_chars``; ``truncated``: more were ranked within ``limit`` (a narrower query or
+    filters leave fewer)."""
     results = t.memory.retrieve(
         query,
         limit,

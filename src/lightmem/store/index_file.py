@@ -40,7 +40,7 @@ from lightmem.errors import StoreError
 
 __all__ = ["MAGIC", "DamagedIndexFile", "checksum", "read", "spare_rows", "write"]
 
-MAGIC = b"LMINDEX3"  # 3: postings of at most MAX_DOCUMENT_TERMS terms a row
+MAGIC = b"LMINDEX2"
 _ALIGN = 64
 _BLOCK_WORDS = 512  # 4 KiB blocks of 64-bit words
 _CHUNK_WORDS = 8 * 2**20  # words summed per step (64 MiB): bounded temporaries

@@ -146,8 +146,9 @@ class SQLMessageBuffer:
         """In transaction ``s``: lock the messages' rows, in one global order, so racing
         writers wait, not deadlock (no-op on a backend without row locks)."""
         if self.db.row_lock:
-            for start in range(0, len(seqs), IN_CHUNK):
-                chunk = sorted(seqs)[start : start + IN_CHUNK]
+            ordered = sorted(seqs)
+            for start in range(0, len(ordered), IN_CHUNK):
+                chunk = ordered[start : start + IN_CHUNK]
                 s.all(
                     f"SELECT seq FROM messages WHERE seq IN ({placeholders(chunk)}) ORDER BY seq"
                     + self.db.row_lock,

@@ -18,7 +18,12 @@ from lightmem.store.graph_sql import SQLGraphStore
 from lightmem.store.postgres_db import PostgresDatabase, apply_migrations, open_pool
 from lightmem.store.postgres_schema import MIGRATIONS
 from lightmem.store.postgres_search import PostgresEntryIndex, PostgresNodeIndex, to_numpy
-from lightmem.store.postgres_terms import fill_search_terms, query_lexemes, tsquery_text
+from lightmem.store.postgres_terms import (
+    entry_terms,
+    fill_search_terms,
+    query_lexemes,
+    tsquery_text,
+)
 from lightmem.store.text_index import Stemmer
 from lightmem.store.values import DEFAULT_EF_SEARCH, Vector
 from lightmem.types import MemoryEntry
@@ -87,7 +92,7 @@ class PostgresStore(SQLStore):
     def fill_search_terms(self, conn: Any) -> int:
         """In transaction ``conn``: compute ``search_terms`` for entries and graph nodes
         written without them (rows copied in by SQL); returns how many."""
-        return fill_search_terms(conn, "entries", "search_text", self.stemmer) + (
+        return fill_search_terms(conn, "entries", "search_text", self.stemmer, entry_terms) + (
             fill_search_terms(conn, "graph_nodes", "text", self.stemmer)
         )
 

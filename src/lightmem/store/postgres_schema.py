@@ -12,7 +12,12 @@ from typing import Any
 
 from lightmem.store import entry_time
 from lightmem.store.db import Migration
-from lightmem.store.postgres_terms import POSTINGS_SQL, fill_search_terms
+from lightmem.store.postgres_terms import (
+    CAP_ENTRY_TERMS_SQL,
+    POSTINGS_SQL,
+    entry_terms,
+    fill_search_terms,
+)
 from lightmem.store.schema_tables import (
     POSTGRES_TYPES,
     core_tables,
@@ -131,7 +136,7 @@ def _fill_terms(conn: Any) -> None:
         ).fetchone()
         conn.execute("DROP INDEX entries_hnsw")
     stemmer = Stemmer()
-    fill_search_terms(conn, "entries", "search_text", stemmer)
+    fill_search_terms(conn, "entries", "search_text", stemmer, entry_terms)
     fill_search_terms(conn, "graph_nodes", "text", stemmer)
     conn.execute(_SEARCH_TERMS_AFTER)
     if found is not None:
@@ -160,4 +165,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Entries ranked from postings (lightmem.store.postgres_terms): filled from the terms
     # existing entries hold; their GIN index and tsvector are no longer read.
     Migration("pg_entry_postings", POSTINGS_SQL),
+    # An entry's keyword terms are its first MAX_DOCUMENT_TERMS (lightmem.store.text_index).
+    Migration("pg_entry_terms_cap", CAP_ENTRY_TERMS_SQL),
 )

@@ -23,6 +23,7 @@ from lightmem.store.postgres_schema import hnsw_build_settings
 from lightmem.store.postgres_terms import (
     POSTINGS_INDEX,
     bm25_sql,
+    entry_terms,
     index_text,
     postings_bm25_sql,
     query_lexemes,
@@ -105,7 +106,7 @@ class PostgresEntryIndex:
 
     def extra_values(self, e: MemoryEntry, vec: Vector) -> tuple[Any, ...]:
         text = e.search_text
-        return (text, index_text(text, self.stemmer), vec)
+        return (text, entry_terms(text, self.stemmer), vec)
 
     def on_first_bind(self, s: Session, dim: int) -> None:
         s.execute(f"ALTER TABLE entries ADD COLUMN IF NOT EXISTS embedding vector({dim})")
@@ -162,7 +163,7 @@ class PostgresEntryIndex:
             for e, vec in itertools.chain(first, rows):
                 check_vector(vec, self.dim)
                 text = e.search_text
-                terms = index_text(text, self.stemmer)
+                terms = entry_terms(text, self.stemmer)
                 copy.write_row((*entry_params(e, Jsonb), e.speaker.lower(), text, terms, vec))
                 events.append(load.event(e, load.reason, Jsonb))
         with c.cursor().copy(_COPY_HISTORY) as copy:

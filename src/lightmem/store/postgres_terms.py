@@ -13,16 +13,18 @@ cut the same way, so a question matches the same entries on both backends, and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from lightmem.store.text_index import IDF_FLOOR, K1, B, Stemmer, document_terms
+from lightmem.store.text_index import IDF_FLOOR, K1, MAX_DOCUMENT_TERMS, B, Stemmer, document_terms
 
 __all__ = [
+    "CAP_ENTRY_TERMS_SQL",
     "FILL_BATCH",
     "POSTINGS_INDEX",
     "POSTINGS_SQL",
     "bm25_sql",
+    "entry_terms",
     "fill_search_terms",
     "index_text",
     "postings_bm25_sql",
@@ -35,9 +37,24 @@ FILL_BATCH = 2_000
 
 
 def index_text(text: str, stemmer: Stemmer) -> str:
-    """The ``search_terms`` value of ``text``: its stemmed index terms (the first
-    :data:`~lightmem.store.text_index.MAX_DOCUMENT_TERMS`), space-separated."""
+    """The ``search_terms`` value of a graph node's ``text``: its stemmed index terms,
+    space-separated (as SQLite's FTS5 indexes a node, whole)."""
+    return " ".join(stemmer.tokens(text))
+
+
+def entry_terms(text: str, stemmer: Stemmer) -> str:
+    """The ``search_terms`` value of an entry's search text: its first
+    :data:`~lightmem.store.text_index.MAX_DOCUMENT_TERMS` stemmed terms, as the SQLite
+    store's BM25 index holds them."""
     return " ".join(document_terms(text, stemmer))
+
+
+#: Entries stored before their terms were capped: cut to the same first terms (a stemmed
+#: term holds no space; the postings follow by the update trigger).
+CAP_ENTRY_TERMS_SQL = f"""
+UPDATE entries SET search_terms =
+    array_to_string((string_to_array(search_terms, ' '))[1:{MAX_DOCUMENT_TERMS}], ' ')
+WHERE array_length(string_to_array(search_terms, ' '), 1) > {MAX_DOCUMENT_TERMS}"""
 
 
 def query_lexemes(terms: Sequence[str], stemmer: Stemmer) -> list[str]:
@@ -57,10 +74,16 @@ def tsquery_text(lexemes: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in lexemes)
 
 
-def fill_search_terms(conn: Any, table: str, source: str, stemmer: Stemmer) -> int:
-    """Set ``search_terms`` from column ``source`` on every row of ``table`` (in the current
-    schema) that has none, in batches on connection ``conn`` (inside its transaction).
-    Returns how many rows were filled."""
+def fill_search_terms(
+    conn: Any,
+    table: str,
+    source: str,
+    stemmer: Stemmer,
+    terms: Callable[[str, Stemmer], str] = index_text,
+) -> int:
+    """Set ``search_terms`` (``terms`` of column ``source``) on every row of ``table`` (in
+    the current schema) that has none, in batches on connection ``conn`` (inside its
+    transaction). Returns how many rows were filled."""
     filled = 0
     last = 0
     while True:
@@ -74,7 +97,7 @@ def fill_search_terms(conn: Any, table: str, source: str, stemmer: Stemmer) -> i
         conn.execute(
             f"UPDATE {table} AS t SET search_terms = u.terms "
             "FROM unnest(%s::bigint[], %s::text[]) AS u(rid, terms) WHERE t.rid = u.rid",
-            ([r[0] for r in rows], [index_text(r[1], stemmer) for r in rows]),
+            ([r[0] for r in rows], [terms(r[1], stemmer) for r in rows]),
         )
         filled += len(rows)
         last = int(rows[-1][0])

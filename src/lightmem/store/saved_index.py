@@ -35,7 +35,9 @@ __all__ = ["FORMAT", "GROWN", "ROW_SQL", "SavedIndex", "Stamp", "renew_epoch", "
 
 log = logging.getLogger("lightmem.store")
 
-FORMAT = 1
+#: What the saved sections hold; a file of another format is rebuilt (2: postings of at most
+#: text_index.MAX_DOCUMENT_TERMS terms a row).
+FORMAT = 2
 ROW_SQL = (
     "SELECT e.id, e.user_id, e.agent_id, e.run_id, e.ts, e.speaker_key, "
     "e.topic_id, e.kind, v.vec, "

@@ -86,7 +86,8 @@ IN_CHUNK = 500
 
 
 def placeholders(values: Sized) -> str:
-    """``?, ?, ...``: one ``?`` placeholder per value (``?``-SQL, see :class:`Session`)."""
+    """``?,?,?``: one ``?`` placeholder per value, comma-separated (``?``-SQL, which
+    :class:`~lightmem.store.db.Session` adapts to the backend)."""
     return ",".join("?" * len(values))
 
 

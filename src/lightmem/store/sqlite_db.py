@@ -156,6 +156,8 @@ class SQLiteDatabase:
             )
         if version == latest:
             return
+        if self.read_only and version == 0 and self.kind.adopts in tables:
+            return  # written before it recorded its steps: read as it is (they add no data)
         if self.read_only:
             raise StoreError(
                 f"{self.kind.setting}: {self.path!r} is read-only and at schema version "
