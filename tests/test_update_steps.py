@@ -181,3 +181,65 @@ def test_each_step_reads_what_the_steps_before_it_replaced(
     assert len(many.reviews) > 2
     assert sum(bool(v) for v in whole.values()) > 20  # nearly every turn was replaced once
     assert stepped == whole  # each by the first newer turn to replace it, never again
+
+
+class _Scripted:
+    """An updater answering what it is told (a model's answers, written down)."""
+
+    name = "scripted"
+    pairs_per_call = 10_000
+
+    def __init__(self, decide: list[UpdateAction], review: list[UpdateAction]) -> None:
+        self.decided, self.reviewed = decide, review
+
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return self.decided
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        return self.reviewed
+
+
+def _three(tmp_path: Path, decide: list[str], review: bool) -> dict[str, MemoryEntry]:
+    """Turns x, n, m; the updater supersedes x by n, then does ``decide`` (``delete n``,
+    ``update x``) and, with ``review``, its review supersedes x by m."""
+    turns = [
+        {"id": t, "speaker_name": "Lena", "content": c, "timestamp": f"2023-0{k + 1}-01"}
+        for k, (t, c) in enumerate(
+            [("x", "I live in Boston."), ("n", "We moved to Denver."), ("m", "Austin now.")]
+        )
+    ]
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "three.db")}}) as mem:
+        mem.add_memory(turns, force_extract=True)
+        ids = {e.source_ids[0]: e.id for e in mem.list_entries({"kind": "entry"})}
+        x, n, m = ids["x"], ids["n"], ids["m"]
+        mem.store.save_update_queue({n: [(x, 0.9)]})
+        steps = [UpdateAction("supersede", x, "moved", by=n)]
+        steps += [UpdateAction("delete", n, "wrong") for d in decide if d == "delete n"]
+        steps += [
+            UpdateAction("update", x, "typo", new_text="I live in Boston!")
+            for d in decide
+            if d == "update x"
+        ]
+        later = [UpdateAction("supersede", x, "moved again", by=m)] if review else []
+        run_update(
+            mem.store, mem.embedder, _Scripted(steps, later), Scope(), 0.0, nearest={m: [(x, 0.9)]}
+        )
+        got = mem.store.get_entries([x, n, m])
+        return {t: got[i] for t, i in ids.items() if i in got}
+
+
+def test_a_memory_whose_replacement_is_deleted_can_be_replaced_again(tmp_path: Path) -> None:
+    after = _three(tmp_path, ["delete n"], review=True)
+    assert "n" not in after and after["x"].superseded_by == after["m"].id
+
+
+def test_an_edit_after_a_supersession_keeps_it(tmp_path: Path) -> None:
+    after = _three(tmp_path, ["update x"], review=False)
+    assert after["x"].superseded_by == after["n"].id and after["x"].text == "I live in Boston!"
+
+
+def test_an_edit_after_the_replacement_was_deleted_leaves_the_memory_current(
+    tmp_path: Path,
+) -> None:
+    after = _three(tmp_path, ["delete n", "update x"], review=False)
+    assert after["x"].superseded_by == "" and after["x"].text == "I live in Boston!"

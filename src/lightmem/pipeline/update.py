@@ -346,9 +346,6 @@ class _UpdateState:
     #: entries another writer deleted while this pass ran (acted on no more)
     vanished: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
-    #: the same ids, to look up: a copy read before its supersession still says it holds,
-    #: and an updater may replace it twice in one call
-    replaced: set[str] = field(default_factory=set)
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
 
@@ -415,11 +412,14 @@ def _act(
 ) -> None:
     """Apply one of the updater's actions to ``entry`` (of the batch, not deleted)."""
     if action.op == "supersede":
-        _supersede(store, entry, current.get(action.by), action, state)
+        _supersede(store, entry, current.get(action.by), action, state, current)
         return
     if action.op == "delete":
         store.delete_entry(entry.id, entry.scope, action.reason)
         state.deleted.add(entry.id)
+        # what it superseded is current again in the store: so in the batch's copies
+        again = [i for i, e in current.items() if e.superseded_by == entry.id]
+        current.update(store.get_entries(again))
         return
     new = replace(
         entry,
@@ -467,7 +467,7 @@ def _review_step(
     updater: Updater,
     newer: Sequence[str],
     nearest: Mapping[str, Sequence[ScoredId]],
-    known: Mapping[str, MemoryEntry],
+    known: dict[str, MemoryEntry],
     state: _UpdateState,
 ) -> None:
     """:func:`_review` of the ``newer`` entries, read into ``known`` with their candidates."""
@@ -489,7 +489,7 @@ def _review_step(
             )
             continue
         try:
-            _supersede(store, old, known.get(action.by), action, state)
+            _supersede(store, old, known.get(action.by), action, state, known)
         except NotFoundError:  # deleted by another writer since it was read (see _apply)
             log.info("review action on %r skipped: deleted by another writer", old.id)
             state.vanished.add(old.id)
@@ -614,15 +614,19 @@ def _supersede(
     new: MemoryEntry | None,
     action: UpdateAction,
     state: _UpdateState,
+    seen: dict[str, MemoryEntry],
 ) -> None:
     """Mark ``old`` replaced by ``new`` from ``new``'s time; ``new`` must be of the batch,
-    of the same scope, not deleted, and not ``old`` itself."""
+    of the same scope, not deleted, and not ``old`` itself. ``seen`` (the step's copies)
+    gets ``old`` as it is now: a second supersession of it in the same step (a model may
+    name it for two newer entries) finds it replaced, and a later edit keeps the mark."""
     if new is None or new.id == old.id or new.scope != old.scope or new.id in state.deleted:
         state.rejected += 1
         log.warning("supersede of %r by %r refused: not in its batch", old.id, action.by)
         return
-    if old.superseded_by or old.id in state.replaced:
-        return  # already replaced (before, or earlier in this pass): the first one stands
-    store.set_validity(old.id, old.scope, new.id, new.timestamp or new.created_at, action.reason)
+    if old.superseded_by:
+        return  # already replaced: the chain is kept as first recorded
+    seen[old.id] = store.set_validity(
+        old.id, old.scope, new.id, new.timestamp or new.created_at, action.reason
+    )
     state.superseded.append(old.id)
-    state.replaced.add(old.id)
