@@ -5,6 +5,7 @@ in many steps decides exactly what one step decides (a value changed twice stays
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from lightmem import LightMemory
+from lightmem.errors import InvalidInputError
 from lightmem.pipeline import update
 from lightmem.pipeline.update import REVIEW_K, UpdateAction, UpdateItem, Updater, run_update
 from lightmem.store.base import MemoryStore
@@ -243,3 +245,60 @@ def test_an_edit_after_the_replacement_was_deleted_leaves_the_memory_current(
 ) -> None:
     after = _three(tmp_path, ["delete n", "update x"], review=False)
     assert after["x"].superseded_by == "" and after["x"].text == "I live in Boston!"
+
+
+class _Slow(_Spy):
+    """A review that takes ``seconds`` per call."""
+
+    def __init__(self, inner: Updater, seconds: float) -> None:
+        super().__init__(inner)
+        self.seconds = seconds
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        time.sleep(self.seconds)
+        return super().review(items)
+
+
+def test_past_its_deadline_a_pass_starts_no_further_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(update, "_REVIEW_STEP", 4)  # newer entries a review step holds
+    monkeypatch.setattr(update, "_REVIEW_GROUP", 2)  # newer entries read at a time
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "d.db")}}) as mem:
+        mem.add_memory(_turns(), force_extract=True)
+        mem.construct_update_queue_all_entries()
+        slow = _Slow(mem.updater, 0.3)
+        deadline = time.monotonic() + 0.1  # passed while the first step is reviewed
+        report = run_update(mem.store, mem.embedder, slow, Scope(), 0.8, deadline=deadline)
+        assert not report.complete and len(slow.reviews) == 1 and slow.reviews[0] <= 4
+        assert report.to_dict()["complete"] is False
+        whole = run_update(mem.store, mem.embedder, _Slow(mem.updater, 0.0), Scope(), 0.8)
+        assert whole.complete and whole.reviewed > report.reviewed
+
+
+def test_max_seconds_bounds_the_pass_and_is_checked(tmp_path: Path) -> None:
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
+        mem.add_memory(_turns(), force_extract=True)
+        mem.construct_update_queue_all_entries()
+        # every queued pair to decide (threshold -1): the deadline stops that part too
+        stopped = mem.offline_update_all_entries(-1.0, max_seconds=1e-9)
+        assert not stopped.complete and stopped.examined == 0 and stopped.superseded == ()
+        done = mem.offline_update_all_entries(-1.0, max_seconds=3600)
+        assert done.complete and done.examined > 0 and done.superseded  # Boston, Denver
+        for bad in (0, -1, float("inf"), float("nan"), True, "60"):
+            with pytest.raises(InvalidInputError, match="max_seconds"):
+                mem.offline_update_all_entries(max_seconds=bad)  # type: ignore[arg-type]
+
+
+def test_the_server_holds_an_update_request_to_update_seconds(tmp_path: Path) -> None:
+    from lightmem.server import service
+    from lightmem.server.tenancy import open_tenant
+
+    tenant = open_tenant("acme", {"store": {"path": str(tmp_path / "t.db")}})
+    try:
+        tenant.memory.add_memory(_turns(), force_extract=True)
+        assert service.offline_update(tenant, max_seconds=1e-9)["complete"] is False
+        assert service.offline_update(tenant)["complete"] is True  # UPDATE_SECONDS: 60
+        assert service.UPDATE_SECONDS == 60.0
+    finally:
+        tenant.memory.close()

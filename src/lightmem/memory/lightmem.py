@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -429,14 +430,31 @@ class LightMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        max_seconds: float | None = None,
     ) -> UpdateReport:
-        """Merge, update or delete queued overlapping entries (see :class:`Updater`)."""
+        """Merge, update or delete queued overlapping entries (see :class:`Updater`).
+        ``max_seconds``: past it no further step of the pass starts; what was done stands
+        and the report says ``complete=False`` (a server bounds a request's work so)."""
         if isinstance(score_threshold, bool) or not isinstance(score_threshold, int | float):
             raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
         if not -1.0 <= float(score_threshold) <= 1.0:
             raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
+        deadline = None
+        if max_seconds is not None:
+            if isinstance(max_seconds, bool) or not isinstance(max_seconds, int | float):
+                raise InvalidInputError("max_seconds: expected a positive number of seconds")
+            if not 0 < float(max_seconds) < float("inf"):
+                raise InvalidInputError("max_seconds: expected a positive number of seconds")
+            deadline = time.monotonic() + float(max_seconds)
         scope = validate.scope(user_id, agent_id, run_id)
-        report = run_update(self.store, self.embedder, self.updater, scope, float(score_threshold))
+        report = run_update(
+            self.store,
+            self.embedder,
+            self.updater,
+            scope,
+            float(score_threshold),
+            deadline=deadline,
+        )
         self._save_usage()
         return report
 

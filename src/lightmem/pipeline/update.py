@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeVar
@@ -56,6 +57,9 @@ STEP_CHARS = 64_000_000
 #: newer entries of the review read at a time (each with its candidates).
 _TIMES_PAGE = 256
 _REVIEW_GROUP = 8
+#: Newer entries one review step holds at most: a pass with a deadline checks it between
+#: steps, so a step is also short in time.
+_REVIEW_STEP = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,9 +276,13 @@ class UpdateReport:
     #: (newer, earlier) pairs the supersession review compared: at most ``REVIEW_K`` per
     #: newer entry reviewed
     reviewed: int = 0
+    #: False when the pass stopped at its deadline: what it did stands, the rest was not
+    #: looked at
+    complete: bool = True
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "complete": self.complete,
             "examined": self.examined,
             "pairs": self.pairs,
             "reviewed": self.reviewed,
@@ -294,19 +302,24 @@ def run_update(
     only: Sequence[str] | None = None,
     nearest: Mapping[str, Sequence[ScoredId]] | None = None,
     step_chars: int = STEP_CHARS,
+    deadline: float | None = None,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
     ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
     An action may only touch an entry of its own batch; others are refused and counted.
     Then review supersessions of those entries against their ``nearest`` earlier entries
     (by id, oldest first; computed over the scope when not given). A step (a batch, a
-    part of the review) ends once it holds ``step_chars`` of memory text."""
+    part of the review) ends once it holds ``step_chars`` of memory text. ``deadline``
+    (``time.monotonic()``): past it no further step starts, and the report says
+    ``complete=False``."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
     state = _UpdateState()
     batch: list[UpdateItem] = []
     pairs = held = 0
     for target_id in reversed(targets):  # newest first: it absorbs its older duplicates
+        if state.past(deadline):
+            break
         item = _item(store, queue[target_id], target_id, score_threshold, state.deleted)
         if item is None:
             continue
@@ -318,9 +331,10 @@ def run_update(
             batch, pairs, held = [], 0, 0
     if batch:
         _apply(store, embedder, updater, batch, state)
-    if nearest is None:
+    if nearest is None and not state.past(deadline):
         nearest = nearest_earlier(store, scope, only)
-    _review(store, updater, nearest, state, step_chars)
+    if nearest is not None:
+        _review(store, updater, nearest, state, step_chars, deadline)
     # the review's work in the usage ledger (items: pairs compared); calls=0: a model the
     # updater asks accounts its own calls
     embedder.ledger.record(UsageRecord("update", "review", calls=0, items=state.reviewed))
@@ -332,6 +346,7 @@ def run_update(
         state.pairs,
         tuple(state.superseded),
         state.reviewed,
+        not state.stopped,
     )
 
 
@@ -348,6 +363,13 @@ class _UpdateState:
     superseded: list[str] = field(default_factory=list)
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
+    stopped: bool = False  # at the deadline
+
+    def past(self, deadline: float | None) -> bool:
+        """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
+        if deadline is not None and not self.stopped and time.monotonic() > deadline:
+            self.stopped = True
+        return self.stopped
 
 
 def _item(
@@ -438,16 +460,20 @@ def _review(
     nearest: Mapping[str, Sequence[ScoredId]],
     state: _UpdateState,
     step_chars: int,
+    deadline: float | None = None,
 ) -> None:
     """The updater's supersessions of the ``nearest`` map's newer entries (oldest first)
     against their earlier candidates; entries deleted by this pass take no part. Reviewed
     in steps of about ``step_chars`` of text, each read after the step before it was
-    applied, so an entry superseded there is no candidate here (as within one step)."""
+    applied, so an entry superseded there is no candidate here (as within one step), and
+    of at most :data:`_REVIEW_STEP` newer entries; past ``deadline`` no step starts."""
     order = [i for i in nearest if i not in state.deleted]
     known: dict[str, MemoryEntry] = {}
     step: list[str] = []
     held = 0
     for start in range(0, len(order), _REVIEW_GROUP):
+        if not step and state.past(deadline):
+            return
         group = order[start : start + _REVIEW_GROUP]
         wanted = [j for i in group for j in (i, *(c for c, _ in nearest[i]))]
         new = [j for j in dict.fromkeys(wanted) if j not in known and j not in state.deleted]
@@ -455,7 +481,7 @@ def _review(
         known.update(got)
         held += sum(e.chars for e in got.values())
         step += group
-        if held >= step_chars:
+        if held >= step_chars or len(step) >= _REVIEW_STEP:
             _review_step(store, updater, step, nearest, known, state)
             known, step, held = {}, [], 0
     if step:

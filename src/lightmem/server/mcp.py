@@ -339,7 +339,8 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         run_id: RunId = None,
     ) -> dict[str, Any]:
         """Tidy memory: build the update queue, then merge, update or delete overlapping
-        memories. Call it between conversations, not on every turn."""
+        memories. Call it between conversations, not on every turn. The pass stops after
+        60 s (`complete: false`; what it did stands)."""
         return service.offline_update(
             resolve(),
             top_k=top_k,

@@ -29,6 +29,7 @@ from lightmem.types import MemoryEntry
 __all__ = [
     "MAX_PAGE_CHARS",
     "MAX_STEP_ITEMS",
+    "UPDATE_SECONDS",
     "add_knowledge",
     "add_memory",
     "as_of_time",
@@ -241,6 +242,11 @@ def restore_memory(
     return t.memory.restore(entry_id, version, **_scope(scope)).to_dict()
 
 
+#: How long one offline update request may work (a server thread is held meanwhile and
+#: the work runs on if the client leaves): past it no further step starts.
+UPDATE_SECONDS = 60.0
+
+
 def offline_update(
     t: Tenant,
     *,
@@ -248,10 +254,14 @@ def offline_update(
     keep_top_n: int = 10,
     score_threshold: float = 0.8,
     scope: Mapping[str, Any] | None = None,
+    max_seconds: float = UPDATE_SECONDS,
 ) -> dict[str, Any]:
+    """The offline update of the scope, its pass held to ``max_seconds`` (``complete``:
+    false when it stopped there; what it did stands: ``lightmem offline-update`` runs a
+    whole store without a limit)."""
     sc = _scope(scope)
     queued = t.memory.construct_update_queue_all_entries(top_k, keep_top_n, **sc)
-    report = t.memory.offline_update_all_entries(score_threshold, **sc)
+    report = t.memory.offline_update_all_entries(score_threshold, max_seconds=max_seconds, **sc)
     return {"queued": queued, **report.to_dict()}
 
 
