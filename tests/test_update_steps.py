@@ -216,12 +216,10 @@ def _three(tmp_path: Path, decide: list[str], review: bool) -> dict[str, MemoryE
         x, n, m = ids["x"], ids["n"], ids["m"]
         mem.store.save_update_queue({n: [(x, 0.9)]})
         steps = [UpdateAction("supersede", x, "moved", by=n)]
-        steps += [UpdateAction("delete", n, "wrong") for d in decide if d == "delete n"]
-        steps += [
-            UpdateAction("update", x, "typo", new_text="I live in Boston!")
-            for d in decide
-            if d == "update x"
-        ]
+        if "delete n" in decide:
+            steps.append(UpdateAction("delete", n, "wrong"))
+        if "update x" in decide:
+            steps.append(UpdateAction("update", x, "typo", new_text="I live in Boston!"))
         later = [UpdateAction("supersede", x, "moved again", by=m)] if review else []
         run_update(
             mem.store, mem.embedder, _Scripted(steps, later), Scope(), 0.0, nearest={m: [(x, 0.9)]}

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from lightmem import validate
 from lightmem.config import (
@@ -435,15 +435,11 @@ class LightMemory:
         """Merge, update or delete queued overlapping entries (see :class:`Updater`).
         ``max_seconds``: past it no further step of the pass starts; what was done stands
         and the report says ``complete=False`` (a server bounds a request's work so)."""
-        if isinstance(score_threshold, bool) or not isinstance(score_threshold, int | float):
-            raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
-        if not -1.0 <= float(score_threshold) <= 1.0:
+        if not _number(score_threshold) or not -1.0 <= score_threshold <= 1.0:
             raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
         deadline = None
         if max_seconds is not None:
-            if isinstance(max_seconds, bool) or not isinstance(max_seconds, int | float):
-                raise InvalidInputError("max_seconds: expected a positive number of seconds")
-            if not 0 < float(max_seconds) < float("inf"):
+            if not _number(max_seconds) or not 0 < max_seconds < float("inf"):
                 raise InvalidInputError("max_seconds: expected a positive number of seconds")
             deadline = time.monotonic() + float(max_seconds)
         scope = validate.scope(user_id, agent_id, run_id)
@@ -547,6 +543,11 @@ class LightMemory:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    """True for an int or a float (not a bool, which Python counts as an int)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _given_compressor(
