@@ -79,6 +79,7 @@ def _full_store(path: Path, embedder: WordLlamaEmbedder) -> dict[str, str]:
         first, second = mem.list_entries(limit=2, user_id="u")
         mem.update(first.id, "edited fact about the garden", user_id="u")
         mem.construct_update_queue_all_entries(5, 3, user_id="u")
+        mem.store.save_update_checks("review", {second.id: "what the updater was shown"})
         mem.add_memory({"id": "late", "content": "not extracted yet"}, user_id="u")
         agent = FluxMemAgent.on_store(mem.store, embedder)
         agent.add_knowledge(DOCS, source="handbook")

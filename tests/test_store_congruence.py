@@ -27,7 +27,7 @@ T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["add", "add", "update", "delete", "restore", "queue", "search"]),
+        st.sampled_from(["add", "add", "update", "delete", "restore", "queue", "checks", "search"]),
         st.integers(0, 7),
         st.integers(0, len(SCOPES) - 1),
         st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
@@ -117,6 +117,10 @@ def _step(store: MemoryStore, op: str, i: int, scope: Scope, words: list[str]) -
             ids, _m, _g = store.vectors(scope, Filters(kinds=("entry",)))
             store.save_update_queue({x: [(y, 0.5) for y in ids if y != x][:2] for x in ids})
             return store.load_update_queue(scope)
+        if op == "checks":  # recorded per stage, read back by id (unknown ids: none)
+            stage = ("decide", "review")[i % 2]
+            store.save_update_checks(stage, {f"e{j}": f"{text} {j}" for j in range(i % 4)})
+            return store.load_update_checks(stage, [f"e{j}" for j in range(8)])
         filters = (
             Filters(),
             Filters(speaker="ann"),

@@ -205,6 +205,7 @@ def test_an_entry_another_writer_deleted_meanwhile_is_skipped(store_path: Path) 
 
         name = "offline"
         pairs_per_call = 10_000
+        signature = "deleted-meanwhile"
 
         def __init__(self, inner: OfflineUpdater, other: LightMemory) -> None:
             self.inner, self.other = inner, other

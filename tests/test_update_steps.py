@@ -73,6 +73,7 @@ class _Spy:
         self.inner = inner
         self.name = inner.name
         self.pairs_per_call = inner.pairs_per_call
+        self.signature = inner.signature
         self.reviews: list[int] = []
         self.decides: list[int] = []
 
@@ -93,6 +94,7 @@ class _OldestLive:
 
     name = "oldest-live"
     pairs_per_call = 10_000
+    signature = "oldest-live"
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         return []
@@ -190,6 +192,7 @@ class _Scripted:
 
     name = "scripted"
     pairs_per_call = 10_000
+    signature = "scripted"
 
     def __init__(self, decide: list[UpdateAction], review: list[UpdateAction]) -> None:
         self.decided, self.reviewed = decide, review

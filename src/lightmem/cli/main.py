@@ -116,6 +116,11 @@ def _parser() -> argparse.ArgumentParser:
     ou.add_argument("--top-k", type=count(1), default=20, help="neighbours considered per memory")
     ou.add_argument("--keep-top-n", type=count(1), default=10, help="neighbours kept per memory")
     ou.add_argument("--score-threshold", type=float, default=0.8, help="cosine similarity cut")
+    ou.add_argument(
+        "--recheck",
+        action="store_true",
+        help="show the updater every memory again, also those it saw before unchanged",
+    )
 
     sm = _memory_command(sub, "summarize", "write one summary per time window")
     sm.add_argument("--window", default="7d", help="window length, e.g. 12h, 7d, 2w")

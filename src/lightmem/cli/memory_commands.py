@@ -257,14 +257,20 @@ def _cmd_purge(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_offline_update(mem: LightMemory, args: argparse.Namespace, out: TextIO) -> int:
     scope = scope_of(args)
     queued = mem.construct_update_queue_all_entries(args.top_k, args.keep_top_n, **scope)
-    report = mem.offline_update_all_entries(args.score_threshold, **scope)
+    report = mem.offline_update_all_entries(args.score_threshold, recheck=args.recheck, **scope)
     if args.json:
         print_json(out, {"queued": queued, **report.to_dict()})
         return 0
     out.write(
         f"Queued {queued} memories with their nearest neighbours; compared {report.pairs} "
         f"pairs above similarity {args.score_threshold}: {len(report.updated)} updated, "
-        f"{len(report.deleted)} deleted, {len(report.superseded)} superseded.\n"
+        f"{len(report.deleted)} deleted, {len(report.superseded)} superseded"
+        + (
+            f"; {report.skipped} seen before unchanged (--recheck shows them again)"
+            if report.skipped
+            else ""
+        )
+        + ".\n"
     )
     return 0
 

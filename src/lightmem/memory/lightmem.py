@@ -431,10 +431,14 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
         max_seconds: float | None = None,
+        recheck: bool = False,
     ) -> UpdateReport:
         """Merge, update or delete queued overlapping entries (see :class:`Updater`).
         ``max_seconds``: past it no further step of the pass starts; what was done stands
-        and the report says ``complete=False`` (a server bounds a request's work so)."""
+        and the report says ``complete=False`` (a server bounds a request's work so). The
+        updater is not shown again what it was shown before unchanged (the report's
+        ``skipped``), so a stopped pass resumes and a repeated one costs only what changed;
+        ``recheck=True`` shows it everything."""
         if not _number(score_threshold) or not -1.0 <= score_threshold <= 1.0:
             raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
         deadline = None
@@ -442,6 +446,8 @@ class LightMemory:
             if not _number(max_seconds) or not 0 < max_seconds < float("inf"):
                 raise InvalidInputError("max_seconds: expected a positive number of seconds")
             deadline = time.monotonic() + float(max_seconds)
+        if not isinstance(recheck, bool):
+            raise InvalidInputError(f"recheck: expected True or False, got {recheck!r}")
         scope = validate.scope(user_id, agent_id, run_id)
         report = run_update(
             self.store,
@@ -450,6 +456,7 @@ class LightMemory:
             scope,
             float(score_threshold),
             deadline=deadline,
+            recheck=recheck,
         )
         self._save_usage()
         return report

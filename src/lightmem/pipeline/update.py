@@ -17,6 +17,7 @@ from lightmem.ledger import UsageRecord
 from lightmem.pipeline import statements
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
+from lightmem.pipeline.update_checks import DECIDE, REVIEW, checks_key, item_digest
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.provisional import is_provisional
 from lightmem.text import content_terms
@@ -56,6 +57,8 @@ STEP_CHARS = 64_000_000
 #: Entries read at a time where only when each was said is kept (the order of a pass), and
 #: newer entries of the review read at a time (each with its candidates).
 _TIMES_PAGE = 256
+#: Queued entries whose recorded checks (:mod:`.update_checks`) are read at a time
+_CHECKS_PAGE = 256
 _REVIEW_GROUP = 8
 #: Newer entries one review step holds at most: a pass with a deadline checks it between
 #: steps, so a step is also short in time.
@@ -90,11 +93,16 @@ class Updater(Protocol):
     """Decides what to do with earlier entries that overlap newer ones.
 
     ``pairs_per_call``: how many (newer, earlier) pairs one :meth:`decide` call takes, so a
-    model-backed updater is called once per batch, not once per pair.
+    model-backed updater is called once per batch, not once per pair. ``signature``: what
+    its decisions depend on besides the items (its model, its rules): an item it was
+    shown before, unchanged, is not shown again while the signature stays the same.
     """
 
     name: str
     pairs_per_call: int
+
+    @property
+    def signature(self) -> str: ...
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
 
@@ -185,9 +193,18 @@ class OfflineUpdater:
         rules: DetectorRules | None = None,
     ) -> None:
         self.containment = containment
+        #: the word likeness its detector uses (none: words alone)
+        self.embedder_name = embedder.name if embedder else ""
         self.detector = Detector(
             (lambda texts: embedder.embed(texts, op="update.detect")) if embedder else None,
             rules,
+        )
+
+    @property
+    def signature(self) -> str:
+        return (
+            f"offline containment={self.containment} rules={self.detector.rules} "
+            f"embedder={self.embedder_name}"
         )
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
@@ -279,11 +296,15 @@ class UpdateReport:
     #: False when the pass stopped at its deadline: what it did stands, the rest was not
     #: looked at
     complete: bool = True
+    #: items not given to the updater: shown to it before, unchanged (a decide item or a
+    #: newer entry of the review; see :mod:`lightmem.pipeline.update_checks`)
+    skipped: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
             "complete": self.complete,
             "examined": self.examined,
+            "skipped": self.skipped,
             "pairs": self.pairs,
             "reviewed": self.reviewed,
             "updated": list(self.updated),
@@ -303,6 +324,7 @@ def run_update(
     nearest: Mapping[str, Sequence[ScoredId]] | None = None,
     step_chars: int = STEP_CHARS,
     deadline: float | None = None,
+    recheck: bool = False,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
     ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
@@ -311,24 +333,35 @@ def run_update(
     (by id, oldest first; computed over the scope when not given). A step (a batch, a
     part of the review) ends once it holds ``step_chars`` of memory text. ``deadline``
     (``time.monotonic()``): past it no further step starts, and the report says
-    ``complete=False``."""
+    ``complete=False``. An item the updater was shown before, unchanged, is skipped
+    (see :mod:`.update_checks`), so a pass stopped at its deadline resumes where it
+    stopped; ``recheck`` shows every item again."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    state = _UpdateState()
+    state = _UpdateState(checks_key(updater.signature), recheck)
     batch: list[UpdateItem] = []
     pairs = held = 0
-    for target_id in reversed(targets):  # newest first: it absorbs its older duplicates
+    order = targets[::-1]  # newest first: it absorbs its older duplicates
+    for start in range(0, len(order), _CHECKS_PAGE):
         if state.past(deadline):
             break
-        item = _item(store, queue[target_id], target_id, score_threshold, state.deleted)
-        if item is None:
-            continue
-        batch.append(item)
-        pairs += len(item.candidates)
-        held += item.newer.chars + sum(e.chars for e, _ in item.candidates)
-        if pairs >= updater.pairs_per_call or held >= step_chars:
-            _apply(store, embedder, updater, batch, state)
-            batch, pairs, held = [], 0, 0
+        page = order[start : start + _CHECKS_PAGE]
+        asked = state.asked(store, DECIDE, page)
+        for target_id in page:
+            if state.past(deadline):
+                break
+            item = _item(store, queue[target_id], target_id, score_threshold, state.deleted)
+            if item is None:
+                continue
+            if state.known(item, asked):
+                state.decided_with(item)  # as in the pass that decided it
+                continue
+            batch.append(item)
+            pairs += len(item.candidates)
+            held += item.newer.chars + sum(e.chars for e, _ in item.candidates)
+            if pairs >= updater.pairs_per_call or held >= step_chars:
+                _apply(store, embedder, updater, batch, state)
+                batch, pairs, held = [], 0, 0
     if batch:
         _apply(store, embedder, updater, batch, state)
     if nearest is None and not state.past(deadline):
@@ -346,13 +379,19 @@ def run_update(
         state.pairs,
         tuple(state.superseded),
         state.reviewed,
-        not state.stopped,
+        complete=not state.stopped,
+        skipped=state.skipped,
     )
 
 
 @dataclass
 class _UpdateState:
+    #: what the updater's decisions depend on besides the items (:func:`checks_key`)
+    key: str
+    #: show every item to the updater, even one it was shown before unchanged
+    recheck: bool = False
     examined: int = 0
+    skipped: int = 0
     pairs: int = 0
     rejected: int = 0
     reviewed: int = 0
@@ -364,6 +403,29 @@ class _UpdateState:
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
     stopped: bool = False  # at the deadline
+
+    def asked(self, store: MemoryStore, stage: str, ids: Sequence[str]) -> dict[str, str]:
+        """The digests recorded at ``stage`` for ``ids`` (none when rechecking)."""
+        return {} if self.recheck else store.load_update_checks(stage, ids)
+
+    def known(self, item: UpdateItem, asked: Mapping[str, str]) -> bool:
+        """True (and counted skipped) when ``item`` is what its newer entry's recorded
+        digest says the updater was shown."""
+        if asked.get(item.newer.id) != self.digest(item):
+            return False
+        self.skipped += 1
+        return True
+
+    def digest(self, item: UpdateItem) -> str:
+        return item_digest(self.key, item.newer, (e for e, _ in item.candidates), item.decided)
+
+    def decided_with(self, item: UpdateItem) -> None:
+        """Note that ``item``'s pairs were given to ``decide`` (the review leaves them)."""
+        self.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
+
+    def record(self, store: MemoryStore, stage: str, items: Sequence[UpdateItem]) -> None:
+        """Record that the updater was shown ``items`` (their digests as shown)."""
+        store.save_update_checks(stage, {it.newer.id: self.digest(it) for it in items})
 
     def past(self, deadline: float | None) -> bool:
         """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
@@ -404,7 +466,7 @@ def _apply(
     state.pairs += sum(len(item.candidates) for item in batch)
     current: dict[str, MemoryEntry] = {}
     for item in batch:
-        state.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
+        state.decided_with(item)
         current[item.newer.id] = item.newer
         current.update((e.id, e) for e, _ in item.candidates)
     for action in updater.decide(batch):
@@ -422,6 +484,7 @@ def _apply(
             # since this batch was read: there is nothing left to act on.
             log.info("update action on %r skipped: deleted by another writer", entry.id)
             state.vanished.add(entry.id)
+    state.record(store, DECIDE, batch)
 
 
 def _act(
@@ -505,6 +568,8 @@ def _review_step(
         )
         if entry is not None and pairs:
             items.append(UpdateItem(entry, pairs, frozenset(state.decided.get(eid, ()))))
+    asked = state.asked(store, REVIEW, [it.newer.id for it in items])
+    items = [it for it in items if not state.known(it, asked)]
     state.reviewed += sum(len(it.candidates) for it in items)
     for action in updater.review(items):
         old = known.get(action.target_id)
@@ -519,6 +584,7 @@ def _review_step(
         except NotFoundError:  # deleted by another writer since it was read (see _apply)
             log.info("review action on %r skipped: deleted by another writer", old.id)
             state.vanished.add(old.id)
+    state.record(store, REVIEW, items)
 
 
 def online_update(

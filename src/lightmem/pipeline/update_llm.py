@@ -43,6 +43,11 @@ class LLMUpdater:
         self.pairs_per_call = pairs_per_call
 
     @property
+    def signature(self) -> str:
+        """Its model: another model's answers may differ."""
+        return f"llm model={self.client.name}"
+
+    @property
     def ledger(self) -> Ledger:
         """Its client's ledger: where its model calls are accounted."""
         return self.client.ledger

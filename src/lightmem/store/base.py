@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol
@@ -125,6 +125,12 @@ class Bookkeeping(Protocol):
 
     def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None: ...
     def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]: ...
+    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
+        """Record, by entry id, the digest of what the offline update asked at ``stage``."""
+
+    def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
+        """The digests recorded at ``stage`` for those of ``ids`` that have one."""
+
     def record_usage(self, records: Sequence[UsageRecord]) -> None:
         """Add to the persisted usage ledger (kept in memory on a read-only store)."""
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from lightmem.ledger import UsageRecord
 from lightmem.store.db import Database, Session
 from lightmem.store.provisional import PREFIX
-from lightmem.store.sql import counts_dict, dumps, json_value, scope_sql
+from lightmem.store.sql import IN_CHUNK, counts_dict, dumps, json_value, placeholders, scope_sql
 from lightmem.store.values import ScoredId
 from lightmem.types import Scope
 
@@ -51,6 +51,32 @@ class SQLBookkeeping:
                 params,
             )
         return {r[0]: [(c[0], float(c[1])) for c in json_value(r[1])] for r in rows}
+
+    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
+        """Record what the offline update asked of these entries at ``stage``, by entry id
+        (a read-only store keeps none: its next pass asks again)."""
+        if not digests or self.db.read_only:
+            return
+        now = time.time()
+        with self.db.transaction() as s:
+            s.many(
+                "INSERT INTO update_checks VALUES (?, ?, ?, ?) ON CONFLICT (entry_id, stage) "
+                "DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at",
+                [(eid, stage, digest, now) for eid, digest in digests.items()],
+            )
+
+    def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with self.db.read() as s:
+            for start in range(0, len(ids), IN_CHUNK):
+                chunk = ids[start : start + IN_CHUNK]
+                rows = s.all(
+                    "SELECT entry_id, digest FROM update_checks WHERE stage = ? "
+                    f"AND entry_id IN ({placeholders(chunk)})",
+                    (stage, *chunk),
+                )
+                out.update((str(r[0]), str(r[1])) for r in rows)
+        return out
 
     def record_usage(self, records: Sequence[UsageRecord]) -> None:
         """Add to the usage ledger; on a read-only store the records are kept in this

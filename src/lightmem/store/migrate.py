@@ -61,6 +61,7 @@ COPIED: tuple[TableCopy, ...] = (
     TableCopy("entries", "rid", vectors="vectors", extra=_entry_extra),
     TableCopy("history", "seq"),
     TableCopy("update_queue", "entry_id"),
+    TableCopy("update_checks", "entry_id, stage"),
     TableCopy("usage", "kind, op"),
     TableCopy("graph_nodes", "rid", vectors="graph_vectors", graph=True),
     TableCopy("graph_edges", "kind, src, dst", graph=True),

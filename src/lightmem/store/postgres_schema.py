@@ -25,6 +25,7 @@ from lightmem.store.schema_tables import (
     graph_scope,
     graph_tables,
     reembed_vectors,
+    update_checks,
 )
 from lightmem.store.sessions import task_session_steps, task_sessions_table
 from lightmem.store.sql import POSTGRES
@@ -167,4 +168,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("pg_entry_postings", POSTINGS_SQL),
     # An entry's keyword terms are its first MAX_DOCUMENT_TERMS (lightmem.store.text_index).
     Migration("pg_entry_terms_cap", CAP_ENTRY_TERMS_SQL),
+    Migration("update_checks", update_checks(_TYPES)),
 )

@@ -38,6 +38,7 @@ TABLES = (
     "history",
     "messages",
     "update_queue",
+    "update_checks",
     "graph_nodes",
     "graph_edges",
     "graph_history",
@@ -313,6 +314,7 @@ def _purge_entry(
     out["history"] = _delete_in(s, "history", "entry_id", gone, own, own_params)
     out["messages"] = _delete_in(s, "messages", "msg_id", sources, own, own_params)
     out["update_queue"] = _delete_queue(s, set(gone), owner)
+    out["update_checks"] = _delete_in(s, "update_checks", "entry_id", gone)
     return out
 
 
@@ -325,7 +327,13 @@ def _purge_scope(
     for r in rows:
         entries.before_delete(s, int(r[0]))
     out = {"entries": _delete_in(s, "entries", "id", ids)}
-    out["update_queue"] = _delete_in(s, "update_queue", "entry_id", ids)
+    # and the rows kept by id of the scope's entries deleted before (their history says)
+    known = sorted(
+        set(ids)
+        | {str(r[0]) for r in s.all(f"SELECT DISTINCT entry_id FROM history WHERE {where}", params)}
+    )
+    out["update_queue"] = _delete_in(s, "update_queue", "entry_id", known)
+    out["update_checks"] = _delete_in(s, "update_checks", "entry_id", known)
     for table in ("history", "messages"):
         out[table] = _count(s.execute(f"DELETE FROM {table} WHERE {where}", params))
     return {**out, **_purge_graph_rows(s, nodes, where, params)}

@@ -16,6 +16,7 @@ __all__ = [
     "graph_scope",
     "graph_tables",
     "reembed_vectors",
+    "update_checks",
 ]
 
 
@@ -176,5 +177,18 @@ def reembed_vectors(blob: str) -> str:
 CREATE TABLE IF NOT EXISTS reembed_vectors (
     embedder TEXT NOT NULL, digest TEXT NOT NULL, vec {blob} NOT NULL,
     PRIMARY KEY (embedder, digest)
+)
+"""
+
+
+def update_checks(t: ColumnTypes) -> str:
+    """What the offline update last asked of each entry, per stage (``decide``, ``review``):
+    a digest of the updater and of the entries it was shown (ids and versions), so a later
+    pass asks again only what changed (:func:`lightmem.pipeline.update.run_update`)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS update_checks (
+    entry_id TEXT NOT NULL, stage TEXT NOT NULL, digest TEXT NOT NULL,
+    checked_at {t.real} NOT NULL,
+    PRIMARY KEY (entry_id, stage)
 )
 """
