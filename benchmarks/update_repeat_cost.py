@@ -11,7 +11,8 @@ as shown, on the other with ``recheck``; then a third pass with nothing new. The
 ``LLMUpdater`` against the stub server on loopback answering with ``ScriptedLLM`` (it deletes
 an earlier memory whose words a newer one repeats), so the calls are counted by the client's
 ledger as a real endpoint would be paid for them. Memories are extracted offline (one per
-turn). Prints JSON: per conversation and the medians, and the ratio of calls.
+turn). Prints JSON: per conversation and the medians, the ratio of calls, and whether the
+two copies ended with the same memories (texts, supersessions, versions).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def conversation(sample: dict[str, Any], first: float, url: str, tmp: Path) -> d
     shutil.copy(path, baseline)
     shown = _pass(path, url, recheck=False)
     everything = _pass(baseline, url, recheck=True)
+    same = _outcome(path) == _outcome(baseline)
     again = _pass(path, url, recheck=False)
     baseline.unlink()
     return {
@@ -83,7 +85,16 @@ def conversation(sample: dict[str, Any], first: float, url: str, tmp: Path) -> d
         "after_new_sessions": shown,
         "after_new_sessions_recheck": everything,
         "nothing_new": again,
+        "same_outcome_as_recheck": same,
     }
+
+
+def _outcome(path: Path) -> list[tuple[str, str, str]]:
+    """Each memory's text, what replaced it and its version (ids differ by run)."""
+    with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
+        entries = mem.list_entries(limit=100_000)
+    text = {e.id: e.text for e in entries}
+    return sorted((e.text, text.get(e.superseded_by, ""), str(e.version)) for e in entries)
 
 
 def main() -> None:
@@ -119,6 +130,9 @@ def main() -> None:
                         "after_new_sessions_recheck", "seconds"
                     ),
                     "calls_nothing_new": med("nothing_new", "llm_calls"),
+                    "same_outcome_as_recheck": all(
+                        r["same_outcome_as_recheck"] for r in runs.values()
+                    ),
                 },
             },
             indent=1,

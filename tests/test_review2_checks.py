@@ -124,7 +124,11 @@ def test_the_last_update_answer_drops_only_its_unstorable_action(
     )
     llm.queue(reply, reply, reply)
     actions = LLMUpdater(client).decide([UpdateItem(newer, ((old1, 0.9), (old2, 0.8)))])
-    assert [(a.op, a.target_id, a.by) for a in actions] == [("supersede", "o1", "n")]
+    # the refused merge is dropped; its newer memory is deferred: shown again next pass
+    assert [(a.op, a.target_id, a.by) for a in actions] == [
+        ("supersede", "o1", "n"),
+        ("defer", "n", ""),
+    ]
     assert _chat_requests(stub) == 3
     rejected = [r for r in client.ledger.totals() if r.op == "update.rejected"]
     assert [r.items for r in rejected] == [1]

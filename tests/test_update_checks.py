@@ -4,6 +4,7 @@ resumes where it stopped, and another updater (or ``recheck``) is shown everythi
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 
 from lightmem import LightMemory
+from lightmem.cli.main import main
 from lightmem.errors import BackendError, InvalidInputError
+from lightmem.pipeline import update
 from lightmem.pipeline.update import UpdateAction, UpdateItem, Updater, UpdateReport, run_update
-from lightmem.types import Scope
+from lightmem.pipeline.update_checks import checks_key, item_digest
+from lightmem.types import MemoryEntry, Scope
 
 _SAID = [
     "I live in Boston, near the harbour.",
@@ -44,7 +48,7 @@ class _Asked:
         self.inner = inner
         self.name = inner.name
         self.pairs_per_call = 1  # a batch per item: a failure falls between items
-        self.signature = signature or inner.signature
+        self.signature = signature or "asked"
         self.fail_after = fail_after
         self.decided: list[Item] = []
         self.reviewed: list[Item] = []
@@ -152,6 +156,7 @@ def test_a_pass_that_failed_resumes_where_it_stopped(mem: LightMemory, tmp_path:
         whole.construct_update_queue_all_entries(user_id=USER)
         once = _Asked(whole.updater)
         _pass(whole, once)
+        _pass(whole, _Asked(whole.updater))  # settled
         expected = _state(whole)
     failing = _Asked(mem.updater, fail_after=3)
     with pytest.raises(BackendError):
@@ -161,7 +166,6 @@ def test_a_pass_that_failed_resumes_where_it_stopped(mem: LightMemory, tmp_path:
     _pass(mem, resumed)
     # what the failed pass decided and did not change is not asked again
     assert len(resumed.decided) < len(once.decided)
-    _pass(mem, _Asked(mem.updater))
     assert _state(mem) == expected
 
 
@@ -175,7 +179,132 @@ def test_a_purge_leaves_no_check_of_what_it_erased(mem: LightMemory, tmp_path: P
         assert gone.removed["update_checks"] >= 1
         left = {r[0] for r in db.execute("SELECT entry_id FROM update_checks")}
         assert sorted(ids)[0] not in left
-        mem.purge(user_id=USER)  # the whole scope
+        deleted = sorted(left)[0]
+        mem.delete(deleted, user_id=USER)  # restorable: its row stays until a purge
+        mem.purge(user_id=USER)  # the whole scope, entries deleted before included
         assert db.execute("SELECT count(*) FROM update_checks").fetchone() == (0,)
     finally:
         db.close()
+
+
+def test_the_digest_holds_every_part_of_what_was_shown() -> None:
+    def entry(eid: str, version: int = 1) -> MemoryEntry:
+        return MemoryEntry(eid, "text", "text", Scope(USER), version=version)
+
+    a, b, c = entry("a"), entry("b"), entry("c")
+    base = item_digest("key", a, [b, c], {"b"})
+    for changed in (
+        item_digest("other key", a, [b, c], {"b"}),
+        item_digest("key", entry("a", 2), [b, c], {"b"}),  # the newer entry changed
+        item_digest("key", a, [entry("b", 2), c], {"b"}),  # an earlier one changed
+        item_digest("key", a, [c, b], {"b"}),  # shown in another order
+        item_digest("key", a, [b], {"b"}),  # one fewer
+        item_digest("key", a, [b, c], ()),  # decided otherwise in the pass
+    ):
+        assert changed != base
+    assert item_digest("key", a, [b, c], {"b"}) == base
+    assert checks_key("s") == checks_key("s") != checks_key("t")
+
+
+class _Deferring(_Asked):
+    """Defers every item (a model whose answers all had to be dropped): changes nothing."""
+
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.decided += self._items(items)
+        return [UpdateAction("defer", it.newer.id, "dropped") for it in items]
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.reviewed += self._items(items)
+        return [UpdateAction("defer", it.newer.id, "dropped") for it in items]
+
+
+def test_a_deferred_item_is_shown_again(mem: LightMemory) -> None:
+    first = _Deferring(mem.updater)
+    _pass(mem, first)
+    assert first.decided and first.reviewed
+    again = _Deferring(mem.updater)  # nothing changed: the same items, all shown again
+    assert _pass(mem, again).skipped == 0 and again.asked == first.asked
+
+
+class _Unsigned:
+    """An updater written before signatures: shown everything, nothing recorded."""
+
+    name = "unsigned"
+    pairs_per_call = 10_000
+
+    def __init__(self, inner: Updater) -> None:
+        self.inner = inner
+        self.items = 0
+
+    def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.items += len(items)
+        return self.inner.decide(items)
+
+    def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+        self.items += len(items)
+        return self.inner.review(items)
+
+
+def test_an_updater_without_a_signature_is_shown_everything(
+    mem: LightMemory, tmp_path: Path
+) -> None:
+    for _ in range(3):  # settled: the third asks nothing
+        settled = _pass(mem, _Asked(mem.updater))
+    assert settled.examined == settled.reviewed == 0
+    everything = _Asked(mem.updater)
+    _pass(mem, everything, recheck=True)
+    db = sqlite3.connect(tmp_path / "m.db")
+    try:
+        recorded = db.execute("SELECT count(*), max(checked_at) FROM update_checks").fetchone()
+        old = _Unsigned(mem.updater)
+        report = _pass(mem, old)
+        assert report.skipped == 0 and old.items == len(everything.asked)
+        again = db.execute("SELECT count(*), max(checked_at) FROM update_checks").fetchone()
+        assert again == recorded  # nothing recorded
+    finally:
+        db.close()
+
+
+class _Clock:
+    """``time.monotonic`` for the update module: advanced by the updater's calls."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_pass_stopped_at_its_deadline_resumes(
+    mem: LightMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(update, "time", clock)
+
+    class Slow(_Asked):
+        def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
+            clock.now += 1.0  # each call takes a second
+            return super().decide(items)
+
+    first = Slow(mem.updater)
+    stopped = run_update(mem.store, mem.embedder, first, Scope(USER), -1.0, deadline=2.5)
+    assert not stopped.complete and len(first.decided) == 3 and first.reviewed == []
+    resumed = _Asked(mem.updater)
+    done = run_update(mem.store, mem.embedder, resumed, Scope(USER), -1.0)
+    assert done.complete and resumed.reviewed
+    # the three decided items were not asked again (unless the first pass changed them)
+    shown_before = {newer for newer, _ in first.decided}
+    assert len(shown_before & {newer for newer, _ in resumed.decided}) < 3
+
+
+def test_the_cli_rechecks_on_request(
+    mem: LightMemory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mem.close()
+    argv = ["--store", str(tmp_path / "m.db"), "--user-id", USER, "offline-update", "--json"]
+    runs = []
+    for extra in ([], [], [], ["--recheck"]):  # the second settles what the first changed
+        assert main([*argv, *extra]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0]["skipped"] == 0 and runs[2]["skipped"] > 0 and runs[2]["reviewed"] == 0
+    assert runs[3]["skipped"] == 0 and runs[3]["reviewed"] > 0

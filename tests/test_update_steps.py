@@ -73,7 +73,7 @@ class _Spy:
         self.inner = inner
         self.name = inner.name
         self.pairs_per_call = inner.pairs_per_call
-        self.signature = inner.signature
+        self.signature = "spy"
         self.reviews: list[int] = []
         self.decides: list[int] = []
 

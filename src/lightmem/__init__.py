@@ -8,6 +8,7 @@ from lightmem.errors import (
     LightMemError,
     NotFoundError,
     StoreError,
+    StoreFullError,
 )
 from lightmem.ledger import Ledger, UsageRecord
 from lightmem.llm import ChatReply, LLMClient, OpenAIChatClient, TransientLLMError
@@ -63,6 +64,7 @@ __all__ = [
     "Scope",
     "SentenceTransformerEmbedder",
     "StoreError",
+    "StoreFullError",
     "TransientLLMError",
     "UpdateReport",
     "UsageRecord",

@@ -33,6 +33,7 @@ from lightmem.store.values import DEFAULT_EF_SEARCH
 __all__ = [
     "EMBEDDERS",
     "INDEX_STRATEGIES",
+    "MAX_STORE_MB",
     "MULTILINGUAL_EMBEDDER",
     "RETRIEVE_STRATEGIES",
     "VECTOR_RETRIEVERS",
@@ -66,6 +67,8 @@ VECTOR_RETRIEVERS = ("sqlite", "qdrant", "faiss", "FAISS")
 # ``text_embedder: {model_name: "multilingual"}``: the multilingual embedder chosen by
 # measurement (README, "Languages").
 MULTILINGUAL_EMBEDDER = "e5-small"
+#: The largest ``store.max_mb`` (1 PiB): a limit, not a typo of one.
+MAX_STORE_MB = 1 << 30
 _log = logging.getLogger("lightmem.config")
 
 
@@ -99,6 +102,8 @@ class Settings:
     store_schema: str = "lightmem"
     store_pool_size: int = 8
     store_ef_search: int = DEFAULT_EF_SEARCH
+    #: The store's size limit in MiB (None: none), see ``MemoryStore.check_room``.
+    store_max_mb: int | None = None
     pre_compress: bool = True
     compressor: str = "entropy"
     compress_rate: float = 0.3
@@ -433,6 +438,7 @@ def _store(root: ConfigSection, notes: list[str]) -> dict[str, Any]:
         out["store_schema"] = st.get_str("schema", "lightmem")
         out["store_pool_size"] = st.get_int("pool_size", 8, 1, 1000)
         out["store_ef_search"] = st.get_int("ef_search", DEFAULT_EF_SEARCH, 1, 10_000)
+    out["store_max_mb"] = st.get_opt_int("max_mb", 1, MAX_STORE_MB)
     st.done()
     return out
 
@@ -606,6 +612,7 @@ def build_store(s: Settings) -> MemoryStore:
             schema=s.store_schema,
             pool_size=s.store_pool_size,
             ef_search=s.store_ef_search,
+            max_bytes=_bytes(s.store_max_mb),
         )
     from lightmem.store.sqlite import SQLiteStore
 
@@ -616,4 +623,8 @@ def build_store(s: Settings) -> MemoryStore:
             raise ConfigError(
                 f"embedding_retriever.configs.path: cannot create {s.store_folder!r}: {exc}"
             ) from exc
-    return SQLiteStore(s.store_path)
+    return SQLiteStore(s.store_path, max_bytes=_bytes(s.store_max_mb))
+
+
+def _bytes(mb: int | None) -> int | None:
+    return None if mb is None else mb * 1024 * 1024

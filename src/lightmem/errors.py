@@ -9,6 +9,7 @@ __all__ = [
     "LightMemError",
     "NotFoundError",
     "StoreError",
+    "StoreFullError",
     "TransientBackendError",
 ]
 
@@ -34,6 +35,12 @@ class NotFoundError(LightMemError, KeyError):
 
 class StoreError(LightMemError):
     """The store cannot be opened or written (foreign file, newer schema, I/O failure)."""
+
+
+class StoreFullError(StoreError):
+    """The store holds its size limit (``store.max_mb``): nothing more is added until
+    memories are purged (deletes are restorable and keep their text) or the limit raised.
+    Reads, deletes, purges and the offline update still work."""
 
 
 class BackendError(LightMemError):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from lightmem.cli import memory_commands, reembed
 from lightmem.cli.args import count, load_config
 from lightmem.cli.bench import add_bench_parser, run_bench
+from lightmem.config import MAX_STORE_MB
 from lightmem.errors import LightMemError
 from lightmem.memory import LightMemory
 from lightmem.pipeline.messages import MAX_MESSAGES
@@ -28,6 +29,17 @@ def _tenant_args(p: argparse.ArgumentParser, data_help: str = "tenant stores and
         "--data-dir", default=os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data"), help=data_help
     )
     p.add_argument("--dsn", default=None, help=_DSN_HELP)
+
+
+def _limit_arg(p: argparse.ArgumentParser) -> None:
+    """``--tenant-max-mb``, for the commands that serve tenants."""
+    p.add_argument(
+        "--tenant-max-mb",
+        type=count(1, MAX_STORE_MB),
+        default=None,
+        help="size limit of each tenant's store in MiB: past it adding is refused with 507 "
+        "(default: $LIGHTMEM_TENANT_MAX_MB, else none)",
+    )
 
 
 def _memory_command(
@@ -142,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--workers", type=count(1), default=1, help="server processes (share the files)"
     )
+    _limit_arg(sv)
     sv.add_argument("--no-access-log", action="store_true", help="no line per request")
 
     mc = sub.add_parser("mcp", help="MCP server: stdio (the --store file) or streamable HTTP")
@@ -149,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=count(1, 65535), default=8766)
     _tenant_args(mc, "tenant stores and keys (http)")
+    _limit_arg(mc)
     mc.add_argument("--no-access-log", action="store_true", help="no line per request (http)")
 
     ks = sub.add_parser("keys", help="API keys for the HTTP servers")

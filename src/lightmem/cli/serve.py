@@ -17,8 +17,10 @@ from lightmem.server.env import (
     DEFAULT_MAX_BODY,
     MAX_BODY_VAR,
     SERVER_CONFIG_VAR,
+    TENANT_MAX_MB_VAR,
     bytes_from_env,
     config_from_env,
+    megabytes_from_env,
 )
 
 __all__ = ["SERVER_MODULES", "dispatch", "require_server_extra"]
@@ -97,6 +99,9 @@ def dispatch(args: argparse.Namespace) -> int:
         os.environ["LIGHTMEM_DATA_DIR"] = str(Path(args.data_dir).resolve())
         os.environ["LIGHTMEM_SERVER_DSN"] = dsn or ""
         os.environ[MAX_BODY_VAR] = str(max_body)
+        if args.tenant_max_mb is not None:  # else the variable as it is (the workers read it)
+            os.environ[TENANT_MAX_MB_VAR] = str(args.tenant_max_mb)
+        megabytes_from_env(TENANT_MAX_MB_VAR)  # read here too: the workers would only log it
         os.environ[SERVER_CONFIG_VAR] = json.dumps(tenant_config)
         _warn_public(args.host)
         base = _url(args.host, args.port)
@@ -120,7 +125,8 @@ def dispatch(args: argparse.Namespace) -> int:
     from lightmem.server.tenancy import single_threaded_blas
 
     single_threaded_blas()
-    pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn)
+    max_mb = args.tenant_max_mb or megabytes_from_env(TENANT_MAX_MB_VAR)
+    pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn, tenant_max_mb=max_mb)
     keys = pool.keys()
     _warn_public(args.host)
     _say(

@@ -174,6 +174,7 @@ class FluxMemAgent:
         check_value(text_or_docs, "text_or_docs", strict=False)
         check_value(source, "source", strict=False)
         docs = documents(text_or_docs, source)  # each has text: each gives a chunk at least
+        self.graph.check_room()
         chunks = [(c, src) for text, src in docs for c in chunk(text, self.config.chunk_tokens)]
         vecs = self.embedder.embed([c for c, _ in chunks], op="fluxmem.knowledge")
         ids = []
@@ -196,6 +197,7 @@ class FluxMemAgent:
         for i, ep in enumerate(episodes):
             if ep not in found or found[ep].kind != "episodic":
                 raise InvalidInputError(f"episodes[{i}]: no episode {ep!r}")
+        self.graph.check_room()
         text = skill_text(list(steps))
         node = Node(
             uuid.uuid4().hex,

@@ -113,6 +113,7 @@ class TaskFlow:
         rounds = self.config.max_refinement_rounds if max_rounds is None else max_rounds
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 100:
             raise InvalidInputError("max_rounds: expected an integer in [0, 100]")
+        self.graph.check_room()  # a task adds its episode (and later its trajectory)
         episode = self._new_episode(task, scope)
         state = TaskState(task, scope, episode.id, "search", rounds, Subgraph(task, (), (), ()))
         try:

@@ -193,6 +193,7 @@ class LightMemory:
             if not isinstance(flag, bool):
                 raise InvalidInputError(f"{name}: expected a boolean")
         msgs = normalize_messages(messages, limit=MAX_MESSAGES)
+        self.store.check_room()
         result = self._ingestor.add(
             scope, msgs, force_segment=force_segment, force_extract=force_extract
         )
@@ -321,6 +322,7 @@ class LightMemory:
         if len(text) > MAX_CONTENT_CHARS:  # as a message's content (a 6 MB text stalled a worker)
             raise InvalidInputError(f"text: longer than {MAX_CONTENT_CHARS} characters")
         check_text(text, "text")
+        self.store.check_room()  # the old version stays in the history
         when = retimed(entry, text, self.settings.resolve_time)
         new = replace(entry, text=text, original_text=text, event_time=when)
         vec = self.embedder.embed([new.search_text], op="update")[0]
@@ -388,6 +390,7 @@ class LightMemory:
     ) -> MemoryEntry:
         """Bring back a version (default: the last one; a superseded entry: current again)."""
         check_editable(validate.entry_id(entry_id))
+        self.store.check_room()  # a restore is one more version in the history
         if done := validity.unsupersede(self.store, entry_id, version, user_id, agent_id, run_id):
             return done
         events = self.history(entry_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
@@ -482,6 +485,7 @@ class LightMemory:
         if retrieval_scope not in ("global", "historical"):
             raise InvalidInputError("retrieval_scope: must be 'global' or 'historical'")
         scope = validate.scope(user_id, agent_id, run_id)
+        self.store.check_room()
         client = getattr(self.memory_manager, "client", None)
         summarizer: Summarizer = (
             LLMSummarizer(client)
@@ -507,7 +511,8 @@ class LightMemory:
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> dict[str, Any]:
-        """Counts in the scope and model usage (all processes that used this store)."""
+        """Counts in the scope, model usage (all processes that used this store) and the
+        store's size: ``size_bytes`` held, ``max_bytes`` its limit (None: none)."""
         scope = validate.scope(user_id, agent_id, run_id)
         self._save_usage()
         usage = self.store.usage()
@@ -522,6 +527,8 @@ class LightMemory:
             "compressor": self.compressor.name,
             "memory_manager": self.memory_manager.name,
             **self.store.counts(scope),
+            "size_bytes": self.store.size_bytes(),
+            "max_bytes": self.store.max_bytes,
             "usage": {"total": total.to_dict(), "by_operation": [r.to_dict() for r in usage]},
         }
 

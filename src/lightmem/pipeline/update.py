@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ __all__ = [
     "REVIEW_K",
     "STEP_CHARS",
     "OfflineUpdater",
+    "Signed",
     "UpdateAction",
     "UpdateItem",
     "UpdateReport",
@@ -68,9 +69,11 @@ _REVIEW_STEP = 256
 @dataclass(frozen=True, slots=True)
 class UpdateAction:
     """``update``: replace ``target_id``'s text and/or add sources; ``delete``: remove it;
-    ``supersede``: mark it replaced by entry ``by`` (kept, never deleted)."""
+    ``supersede``: mark it replaced by entry ``by`` (kept, never deleted); ``defer``: the
+    updater could not decide about the newer entry ``target_id`` this time (a model's
+    answer it had to drop), so the next pass shows it again."""
 
-    op: Literal["update", "delete", "supersede"]
+    op: Literal["update", "delete", "supersede", "defer"]
     target_id: str
     reason: str
     new_text: str | None = None
@@ -93,22 +96,28 @@ class Updater(Protocol):
     """Decides what to do with earlier entries that overlap newer ones.
 
     ``pairs_per_call``: how many (newer, earlier) pairs one :meth:`decide` call takes, so a
-    model-backed updater is called once per batch, not once per pair. ``signature``: what
-    its decisions depend on besides the items (its model, its rules): an item it was
-    shown before, unchanged, is not shown again while the signature stays the same.
+    model-backed updater is called once per batch, not once per pair. An updater that is
+    also :class:`Signed` is not shown again what it was shown before unchanged.
     """
 
     name: str
     pairs_per_call: int
-
-    @property
-    def signature(self) -> str: ...
 
     def decide(self, items: Sequence[UpdateItem]) -> list[UpdateAction]: ...
 
     def review(self, items: Sequence[UpdateItem]) -> list[UpdateAction]:
         """Supersessions among ``items`` (newer entries oldest first, each with its nearest
         earlier entries whatever their similarity, see :func:`nearest_earlier`)."""
+
+
+@runtime_checkable
+class Signed(Protocol):
+    """An updater that says what its decisions depend on besides the items (its model,
+    its settings): while that ``signature`` (and lightmem's code) stays the same, an item
+    it was shown before, unchanged, is not shown again (see :mod:`.update_checks`)."""
+
+    @property
+    def signature(self) -> str: ...
 
 
 #: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
@@ -338,7 +347,8 @@ def run_update(
     stopped; ``recheck`` shows every item again."""
     queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    state = _UpdateState(checks_key(updater.signature), recheck)
+    key = checks_key(updater.signature) if isinstance(updater, Signed) else None
+    state = _UpdateState(key, recheck)
     batch: list[UpdateItem] = []
     pairs = held = 0
     order = targets[::-1]  # newest first: it absorbs its older duplicates
@@ -386,8 +396,9 @@ def run_update(
 
 @dataclass
 class _UpdateState:
-    #: what the updater's decisions depend on besides the items (:func:`checks_key`)
-    key: str
+    #: what the updater's decisions depend on besides the items (:func:`checks_key`);
+    #: None: an updater that does not say (every item is shown, nothing is recorded)
+    key: str | None
     #: show every item to the updater, even one it was shown before unchanged
     recheck: bool = False
     examined: int = 0
@@ -406,26 +417,33 @@ class _UpdateState:
 
     def asked(self, store: MemoryStore, stage: str, ids: Sequence[str]) -> dict[str, str]:
         """The digests recorded at ``stage`` for ``ids`` (none when rechecking)."""
-        return {} if self.recheck else store.load_update_checks(stage, ids)
+        return {} if self.recheck or self.key is None else store.load_update_checks(stage, ids)
 
     def known(self, item: UpdateItem, asked: Mapping[str, str]) -> bool:
         """True (and counted skipped) when ``item`` is what its newer entry's recorded
         digest says the updater was shown."""
-        if asked.get(item.newer.id) != self.digest(item):
+        if self.key is None or asked.get(item.newer.id) != self.digest(item):
             return False
         self.skipped += 1
         return True
 
     def digest(self, item: UpdateItem) -> str:
+        assert self.key is not None  # only items of a signed updater are recorded
         return item_digest(self.key, item.newer, (e for e, _ in item.candidates), item.decided)
 
     def decided_with(self, item: UpdateItem) -> None:
         """Note that ``item``'s pairs were given to ``decide`` (the review leaves them)."""
         self.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
 
-    def record(self, store: MemoryStore, stage: str, items: Sequence[UpdateItem]) -> None:
-        """Record that the updater was shown ``items`` (their digests as shown)."""
-        store.save_update_checks(stage, {it.newer.id: self.digest(it) for it in items})
+    def record(
+        self, store: MemoryStore, stage: str, items: Sequence[UpdateItem], deferred: set[str]
+    ) -> None:
+        """Record that the updater was shown ``items`` (their digests as shown), but those
+        whose newer entry it deferred."""
+        if self.key is None:
+            return
+        shown = {it.newer.id: self.digest(it) for it in items if it.newer.id not in deferred}
+        store.save_update_checks(stage, shown)
 
     def past(self, deadline: float | None) -> bool:
         """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
@@ -469,7 +487,11 @@ def _apply(
         state.decided_with(item)
         current[item.newer.id] = item.newer
         current.update((e.id, e) for e, _ in item.candidates)
+    deferred: set[str] = set()
     for action in updater.decide(batch):
+        if action.op == "defer":
+            deferred.add(action.target_id)
+            continue
         entry = current.get(action.target_id)
         if entry is None:
             state.rejected += 1
@@ -484,7 +506,7 @@ def _apply(
             # since this batch was read: there is nothing left to act on.
             log.info("update action on %r skipped: deleted by another writer", entry.id)
             state.vanished.add(entry.id)
-    state.record(store, DECIDE, batch)
+    state.record(store, DECIDE, batch, deferred)
 
 
 def _act(
@@ -571,7 +593,11 @@ def _review_step(
     asked = state.asked(store, REVIEW, [it.newer.id for it in items])
     items = [it for it in items if not state.known(it, asked)]
     state.reviewed += sum(len(it.candidates) for it in items)
+    deferred: set[str] = set()
     for action in updater.review(items):
+        if action.op == "defer":
+            deferred.add(action.target_id)
+            continue
         old = known.get(action.target_id)
         if action.op != "supersede" or old is None:
             state.rejected += 1
@@ -584,7 +610,7 @@ def _review_step(
         except NotFoundError:  # deleted by another writer since it was read (see _apply)
             log.info("review action on %r skipped: deleted by another writer", old.id)
             state.vanished.add(old.id)
-    state.record(store, REVIEW, items)
+    state.record(store, REVIEW, items, deferred)
 
 
 def online_update(
@@ -601,7 +627,10 @@ def online_update(
     near = nearest_stored(store, new, vectors)
     fresh = set(new_ids)  # an earlier entry keyed by a turn said before it keeps its queue
     store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items() if i in fresh})
-    return run_update(store, embedder, updater, scope, 0.8, only=new_ids, nearest=near)
+    # new entries: nothing to skip (what is recorded spares the next offline pass)
+    return run_update(
+        store, embedder, updater, scope, 0.8, only=new_ids, nearest=near, recheck=True
+    )
 
 
 def scope_queue(

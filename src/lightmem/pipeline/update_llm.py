@@ -44,8 +44,12 @@ class LLMUpdater:
 
     @property
     def signature(self) -> str:
-        """Its model: another model's answers may differ."""
-        return f"llm model={self.client.name}"
+        """Its model (by the client's name), and what shapes its prompts: the batch size
+        and the context that decides what is cut."""
+        return (
+            f"llm model={self.client.name} pairs={self.pairs_per_call} "
+            f"context={self.client.context_tokens}"
+        )
 
     @property
     def ledger(self) -> Ledger:
@@ -94,6 +98,9 @@ class LLMUpdater:
             count_rejected(self.client.ledger, "update", rejected)
             newer_of = {e.id: n for n, earlier in chunk for e in earlier}
             actions += [x for a in answers if (x := _action(a, newer_of)) is not None]
+            # an answer dropped is no decision: its newer memory is shown again next pass
+            dropped = {n.id for a in rejected if (n := _newer(a, newer_of)) is not None}
+            actions += [UpdateAction("defer", i, "answer refused") for i in sorted(dropped)]
         return actions
 
     def _request(
@@ -138,6 +145,12 @@ class LLMUpdater:
             return self._fits([pair(texts)], merge)
 
         return pair(cut_reported(self.client, "update", [newer.text, earlier.text], fits))
+
+
+def _newer(answer: object, newer_of: dict[str, MemoryEntry]) -> MemoryEntry | None:
+    """The newer memory a dropped answer (as the model gave it) was about."""
+    eid = answer.get("id") if isinstance(answer, dict) else None
+    return newer_of.get(eid) if isinstance(eid, str) else None
 
 
 def _action(answer: dict[str, str], newer_of: dict[str, MemoryEntry]) -> UpdateAction | None:

@@ -19,6 +19,7 @@ from lightmem.errors import (
     LightMemError,
     NotFoundError,
     StoreError,
+    StoreFullError,
 )
 from lightmem.server.access_log import ASGIApp, Receive, Send
 from lightmem.server.in_flight import InFlight, busy
@@ -57,6 +58,7 @@ STATUS: tuple[tuple[type[LightMemError], int], ...] = (
     (InvalidInputError, 422),
     (ConfigError, 400),
     (BackendError, 502),
+    (StoreFullError, 507),  # the tenant's size limit: purging makes room, retrying does not
     (StoreError, 503),
 )
 

@@ -15,14 +15,18 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "MAX_BODY_VAR",
     "SERVER_CONFIG_VAR",
+    "TENANT_MAX_MB_VAR",
     "bytes_from_env",
     "config_from_env",
+    "megabytes_from_env",
 ]
 
 #: The tenants' library config, a JSON object (the ``--config`` file's contents).
 SERVER_CONFIG_VAR = "LIGHTMEM_SERVER_CONFIG"
 #: The largest request body accepted, in bytes.
 MAX_BODY_VAR = "LIGHTMEM_MAX_BODY_BYTES"
+#: The size limit of each tenant's store in MiB (``store.max_mb``); unset: none.
+TENANT_MAX_MB_VAR = "LIGHTMEM_TENANT_MAX_MB"
 #: Bytes of body a request may send unless ``--max-body-mb`` or :data:`MAX_BODY_VAR` says.
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 
@@ -41,13 +45,23 @@ def config_from_env(name: str = SERVER_CONFIG_VAR) -> dict[str, Any]:
 
 def bytes_from_env(name: str, default: int) -> int:
     """The positive integer of bytes in ``name`` (``default`` when unset or empty)."""
+    value = _positive(name, "bytes")
+    return default if value is None else value
+
+
+def megabytes_from_env(name: str) -> int | None:
+    """The positive integer of MiB in ``name`` (None when unset or empty)."""
+    return _positive(name, "MiB")
+
+
+def _positive(name: str, unit: str) -> int | None:
     text = os.environ.get(name) or ""
     if not text:
-        return default
+        return None
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value <= 0:
-        raise ConfigError(f"{name}: expected a positive integer of bytes, got {text!r}")
+        raise ConfigError(f"{name}: expected a positive integer of {unit}, got {text!r}")
     return value

@@ -39,8 +39,10 @@ from lightmem.server.env import (
     DEFAULT_MAX_BODY,
     MAX_BODY_VAR,
     SERVER_CONFIG_VAR,
+    TENANT_MAX_MB_VAR,
     bytes_from_env,
     config_from_env,
+    megabytes_from_env,
 )
 from lightmem.server.in_flight import MAX_IN_FLIGHT, InFlight, busy
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
@@ -468,7 +470,8 @@ def _error(
 def app_from_env() -> FastAPI:
     """The app built from ``LIGHTMEM_DATA_DIR`` or ``LIGHTMEM_SERVER_DSN`` (PostgreSQL, keys
     in schema ``LIGHTMEM_SERVER_SCHEMA``, default ``lightmem_server``), and optional
-    ``LIGHTMEM_MAX_BODY_BYTES`` and ``LIGHTMEM_SERVER_CONFIG`` (a JSON object), for
+    ``LIGHTMEM_MAX_BODY_BYTES``, ``LIGHTMEM_TENANT_MAX_MB`` (each tenant store's size
+    limit) and ``LIGHTMEM_SERVER_CONFIG`` (a JSON object), for
     ``uvicorn --factory`` and multi-worker serving. A value that cannot be read is a
     ``ConfigError`` naming its variable. Serving, the process uses one BLAS thread
     (:func:`~lightmem.server.tenancy.single_threaded_blas`)."""
@@ -476,7 +479,8 @@ def app_from_env() -> FastAPI:
     data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
     config = config_from_env(SERVER_CONFIG_VAR)
     max_body = bytes_from_env(MAX_BODY_VAR, DEFAULT_MAX_BODY)
+    max_mb = megabytes_from_env(TENANT_MAX_MB_VAR)
     schema = os.environ.get("LIGHTMEM_SERVER_SCHEMA") or SERVER_SCHEMA
     single_threaded_blas()
-    pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema)
+    pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema, tenant_max_mb=max_mb)
     return create_app(pool, pool.keys(), max_body_bytes=max_body)

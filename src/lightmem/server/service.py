@@ -12,7 +12,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lightmem.errors import BackendError, InvalidInputError, LightMemError, StoreError
+from lightmem.errors import (
+    BackendError,
+    InvalidInputError,
+    LightMemError,
+    StoreError,
+    StoreFullError,
+)
 from lightmem.fluxmem.serialize import serialize
 from lightmem.fluxmem.session import TaskSession
 from lightmem.fluxmem.types import (
@@ -449,8 +455,8 @@ def public_error(exc: LightMemError) -> tuple[str, str]:
     is told what failed and a reference, and the whole error goes to the server's log under
     that reference. Any other error is about the request and is answered as it is."""
     kind = type(exc).__name__
-    if not isinstance(exc, StoreError | BackendError):
-        return kind, str(exc)
+    if not isinstance(exc, StoreError | BackendError) or isinstance(exc, StoreFullError):
+        return kind, str(exc)  # a full store is the tenant's to act on (it names no path)
     ref = uuid.uuid4().hex[:12]
     log.error("%s (ref %s): %s", kind, ref, exc, exc_info=exc)
     what = "the store" if isinstance(exc, StoreError) else "a model backend"

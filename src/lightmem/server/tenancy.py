@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightmem.config import EmbedderBuilder, SharedEmbedders, build_compressor, parse_config
+from lightmem import validate
+from lightmem.config import (
+    MAX_STORE_MB,
+    EmbedderBuilder,
+    SharedEmbedders,
+    build_compressor,
+    parse_config,
+)
 from lightmem.errors import ConfigError, InvalidInputError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.ledger import Ledger
@@ -116,6 +123,7 @@ class TenantPool:
         dsn: str | None = None,
         server_schema: str = SERVER_SCHEMA,
         tenant_pool_size: int = 4,
+        tenant_max_mb: int | None = None,
     ) -> None:
         if (data_dir is None) == (dsn is None):
             raise InvalidInputError("data_dir, dsn: give exactly one (SQLite files or PostgreSQL)")
@@ -127,6 +135,10 @@ class TenantPool:
             (self.data_dir / "tenants").mkdir(parents=True, exist_ok=True)
         self._config = dict(config or {})
         self._pool_size = tenant_pool_size
+        if tenant_max_mb is not None:
+            validate.positive_int("tenant_max_mb", tenant_max_mb, MAX_STORE_MB)
+        #: each tenant's store limit (``store.max_mb``): past it, adding is refused (507)
+        self.tenant_max_mb = tenant_max_mb
         self._tenants: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         # One embedder per embedder setting and one pre-compressor (LLMLingua-2 is a model
@@ -145,15 +157,17 @@ class TenantPool:
         return SQLiteKeyRegistry(self.data_dir / "keys.db")
 
     def _store_config(self, tenant: str) -> dict[str, Any]:
+        limit = {} if self.tenant_max_mb is None else {"max_mb": self.tenant_max_mb}
         if self.dsn is not None:
             return {
                 "provider": "postgres",
                 "dsn": self.dsn,
                 "schema": tenant_schema(tenant, self.server_schema),
                 "pool_size": self._pool_size,
+                **limit,
             }
         assert self.data_dir is not None
-        return {"path": str(self.data_dir / "tenants" / f"{tenant}.db")}
+        return {"path": str(self.data_dir / "tenants" / f"{tenant}.db"), **limit}
 
     def get(self, tenant: str) -> Tenant:
         check_tenant(tenant)

@@ -123,6 +123,17 @@ class EntrySearch(Protocol):
 class Bookkeeping(Protocol):
     """The update queue, the usage ledger, counts and checks."""
 
+    @property
+    def max_bytes(self) -> int | None:
+        """The size limit :meth:`check_room` holds the store to (None: none)."""
+
+    def check_room(self) -> None:
+        """Raise :class:`~lightmem.errors.StoreFullError` when the store holds its
+        ``max_bytes``: called before an operation that adds what a caller gives."""
+
+    def size_bytes(self) -> int:
+        """The bytes its data holds on disk (what ``max_bytes`` is compared with)."""
+
     def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None: ...
     def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]: ...
     def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:

@@ -10,6 +10,7 @@ from typing import Protocol
 from lightmem.ledger import UsageRecord
 from lightmem.store.db import Database, Session
 from lightmem.store.provisional import PREFIX
+from lightmem.store.size_limit import SizeLimit
 from lightmem.store.sql import IN_CHUNK, counts_dict, dumps, json_value, placeholders, scope_sql
 from lightmem.store.values import ScoredId
 from lightmem.types import Scope
@@ -26,9 +27,10 @@ class _Checks(Protocol):
 class SQLBookkeeping:
     """The bookkeeping half of :class:`~lightmem.store.entries.SQLStore`."""
 
-    def __init__(self, db: Database, index: _Checks) -> None:
+    def __init__(self, db: Database, index: _Checks, limit: SizeLimit) -> None:
         self.db = db
         self._checks = index
+        self.limit = limit
         self._usage_lock = threading.Lock()
         self._unsaved: dict[tuple[str, str], UsageRecord] = {}
 
@@ -51,6 +53,17 @@ class SQLBookkeeping:
                 params,
             )
         return {r[0]: [(c[0], float(c[1])) for c in json_value(r[1])] for r in rows}
+
+    def check_room(self) -> None:
+        """Raise :class:`StoreFullError` when the store holds its size limit."""
+        self.limit.check()
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self.limit.max_bytes
+
+    def size_bytes(self) -> int:
+        return self.db.size_bytes()
 
     def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
         """Record what the offline update asked of these entries at ``stage``, by entry id

@@ -98,6 +98,10 @@ class Database(Protocol):
     def erasing(self) -> AbstractContextManager[None]:
         """Around a purge's transaction: deleted content must not stay in freed space."""
 
+    def size_bytes(self) -> int:
+        """The bytes the stored data holds on disk (tables, their indexes and large values;
+        not the space a backend has freed inside its files)."""
+
     def compact(self, tables: Sequence[str]) -> bool:
         """After a purge's commit: rewrite ``tables`` so no copy of removed rows stays
         behind; False when that could not be completed now (another reader held the WAL)."""

@@ -35,6 +35,7 @@ from lightmem.store.reembed import (
     recorded_embedder,
     reembed,
 )
+from lightmem.store.size_limit import SizeLimit
 from lightmem.store.sql import (
     ENTRY_COLS,
     IN_CHUNK,
@@ -88,6 +89,10 @@ class EntryIndex(EntryVectors, Protocol):
 
     def after_insert(self, s: Session, rid: int, e: MemoryEntry, vec: Vector) -> None: ...
     def before_delete(self, s: Session, rid: int) -> None: ...
+
+    #: the tables of rows derived from entries (a search index) a purge compacts with them
+    derived_tables: tuple[str, ...]
+
     def vector_search(
         self, query: Vector, scope: Scope, filters: Filters, k: int
     ) -> list[ScoredId]: ...
@@ -106,10 +111,16 @@ class SQLStore(SQLMessageBuffer, SQLBookkeeping):
 
     parallel_reads = False  # the embedded store: in-process searches under one lock
 
-    def __init__(self, db: Database, index: EntryIndex, graph: SQLGraphStore) -> None:
+    def __init__(
+        self,
+        db: Database,
+        index: EntryIndex,
+        graph: SQLGraphStore,
+        limit: SizeLimit | None = None,
+    ) -> None:
         # Each base takes its own arguments, so they are initialised one by one.
         SQLMessageBuffer.__init__(self, db)
-        SQLBookkeeping.__init__(self, db, index)
+        SQLBookkeeping.__init__(self, db, index, limit or SizeLimit(db))
         self.index = index
         self.path = db.path
         self.dim: int | None = None

@@ -21,6 +21,10 @@ class GraphStore(Protocol):
     they concern (an edge: its source node's); ``scope`` arguments restrict reads and undo
     to it (the default scope sees everything)."""
 
+    def check_room(self) -> None:
+        """Raise :class:`~lightmem.errors.StoreFullError` when the store holding the graph
+        holds its size limit: called before adding what a caller gives."""
+
     def add_node(self, node: Node, vector: Vector, reason: str) -> Node: ...
     def update_node(self, node: Node, vector: Vector, reason: str) -> Node: ...
     def get_node(self, node_id: str) -> Node | None: ...

@@ -19,6 +19,7 @@ from lightmem.errors import NotFoundError, StoreError
 from lightmem.store.db import Database, Session
 from lightmem.store.purge import PurgeReport, purge_graph, purge_node
 from lightmem.store.sessions import SQLTaskSessions
+from lightmem.store.size_limit import SizeLimit
 from lightmem.store.sql import dumps, json_value, placeholders, readable, scope_sql, ts
 from lightmem.store.topk import top_positions
 from lightmem.store.values import ScoredId, Vector
@@ -64,10 +65,14 @@ class SQLGraphStore:
     Edges and history events carry the scope of the node they concern (an edge: its source
     node's), so reads and undo can be restricted to a scope."""
 
-    def __init__(self, db: Database, index: NodeIndex) -> None:
+    def __init__(self, db: Database, index: NodeIndex, limit: SizeLimit | None = None) -> None:
         self.db = db
         self.index = index
         self.sessions = SQLTaskSessions(db)
+        self.limit = limit or SizeLimit(db)
+
+    def check_room(self) -> None:
+        self.limit.check()
 
     def task_sessions(self) -> SQLTaskSessions:
         return self.sessions

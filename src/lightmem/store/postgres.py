@@ -24,6 +24,7 @@ from lightmem.store.postgres_terms import (
     query_lexemes,
     tsquery_text,
 )
+from lightmem.store.size_limit import SizeLimit
 from lightmem.store.text_index import Stemmer
 from lightmem.store.values import DEFAULT_EF_SEARCH, Vector
 from lightmem.types import MemoryEntry
@@ -60,10 +61,17 @@ class PostgresStore(SQLStore):
         build_workers: int = 2,
         bulk_reindex_min: int = 20_000,
         vector_index: str = "halfvec",
+        max_bytes: int | None = None,
     ) -> None:
         db = PostgresDatabase(
-            dsn, schema, MIGRATIONS, pool_size=pool_size, connect_timeout_s=connect_timeout_s
+            dsn,
+            schema,
+            MIGRATIONS,
+            pool_size=pool_size,
+            connect_timeout_s=connect_timeout_s,
+            reclaim=max_bytes is not None,
         )
+        limit = SizeLimit(db, max_bytes)
         self.schema = schema
         self.stemmer = Stemmer()  # one per store: it memoises stems
         self.entry_index = PostgresEntryIndex(
@@ -74,8 +82,8 @@ class PostgresStore(SQLStore):
             bulk_reindex_min=bulk_reindex_min,
             vector_index=vector_index,
         )
-        graph = SQLGraphStore(db, PostgresNodeIndex(db, self.stemmer))
-        super().__init__(db, self.entry_index, graph)
+        graph = SQLGraphStore(db, PostgresNodeIndex(db, self.stemmer), limit)
+        super().__init__(db, self.entry_index, graph, limit)
         self.pg = db
 
     def import_entries(

@@ -38,6 +38,7 @@ class PostgresDatabase:
         pool_size: int = 8,
         connect_timeout_s: float = 10.0,
         label: str | None = None,
+        reclaim: bool = False,
     ) -> None:
         try:
             from pgvector.psycopg import register_vector
@@ -46,6 +47,8 @@ class PostgresDatabase:
         self.schema = schema
         self.path = f"postgres:{redact(dsn)}#{schema}"
         self.label = f"store {self.path}" if label is None else label
+        #: a purge gives the freed space back to the file system (see :meth:`compact`)
+        self.reclaim = reclaim
         self._register_vector = register_vector
         apply_migrations(dsn, schema, migrations, connect_timeout_s)
         self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
@@ -93,10 +96,25 @@ class PostgresDatabase:
 
     def compact(self, tables: Sequence[str]) -> bool:
         """VACUUM the touched tables (with their TOAST and indexes) after the commit, so the
-        removed rows' space is pruned and reused. VACUUM cannot run in a transaction: one
-        pooled connection is switched to autocommit for it."""
-        self.vacuum(tables, "VACUUM", "purge committed")
+        removed rows' space is pruned and reused; with ``reclaim`` (a store with a size
+        limit) VACUUM FULL, which rewrites them, so :meth:`size_bytes` goes down (it holds
+        each table's lock meanwhile). VACUUM cannot run in a transaction: one pooled
+        connection is switched to autocommit for it."""
+        self.vacuum(tables, "VACUUM FULL" if self.reclaim else "VACUUM", "purge committed")
         return True
+
+    def size_bytes(self) -> int:
+        """The size of the schema's tables with their indexes and TOAST (space a plain
+        VACUUM freed inside them is reused by later rows but still counted)."""
+        with self.read() as s:
+            return int(
+                s.one(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = ? AND c.relkind = 'r'",
+                    (self.schema,),
+                )[0]
+            )
 
     def vacuum(self, tables: Sequence[str], command: str, done: str) -> None:
         """Run ``command`` (``VACUUM`` with its options) on ``tables`` of this schema, outside

@@ -138,7 +138,10 @@ class PostgresEntryIndex:
         pass  # the row holds its vector and text
 
     def before_delete(self, s: Session, rid: int) -> None:
-        pass
+        pass  # the row's postings go with it (a trigger, see postgres_terms)
+
+    #: an entry's keyword postings (its stemmed terms)
+    derived_tables: tuple[str, ...] = ("entry_postings",)
 
     def bulk_load(self, load: BulkLoad) -> int:
         """Streams rows with binary COPY. A load at least as large as the table (and

@@ -2,7 +2,8 @@
 
 Unlike :meth:`~lightmem.store.entries.SQLStore.delete_entry` (restorable, kept in the
 history), a purge removes the rows themselves: entries with their vectors and search-index
-rows, their history, the messages they came from, update-queue rows and, for a scope, the
+rows, their history, the messages they came from, update-queue and update-check rows (for
+a scope, also those of its entries deleted before, found by their history) and, for a scope, the
 FluxMem nodes, edges and graph history of that scope (with other scopes' edges to its nodes
 and their events). One FluxMem node goes with its
 vector and full-text row, its edges, its graph history and the history of its edges, every
@@ -13,7 +14,8 @@ sessions that show it (see :func:`purge_node`). The usage ledger holds only coun
 The rows are removed in one transaction inside the database's ``erasing()`` block (SQLite:
 ``secure_delete``, so freed pages are zeroed); after the commit its ``compact()`` rewrites
 what still holds freed space (SQLite: FTS5 merge, VACUUM, WAL checkpoint with truncation;
-PostgreSQL: VACUUM of the touched tables). Only that tail is written per backend.
+PostgreSQL: VACUUM of the touched tables and the entries' keyword postings, VACUUM FULL for
+a store with a size limit, so its measure goes down). Only that tail is written per backend.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ TABLES = (
 
 
 class _Deleting(Protocol):
+    derived_tables: tuple[str, ...]
+
     def before_delete(self, s: Session, rid: int) -> None: ...
 
 
@@ -103,7 +107,8 @@ def purge(
             removed = _purge_scope(s, db, entries, nodes, scope)
         _drop_staged(s)
     target = f"entry {entry_id}" if entry_id is not None else scope.label()
-    return _report(db, target, removed)
+    # rows derived from the entries (their terms) are erased from the disk with them
+    return _report(db, target, removed, entries.derived_tables if removed.get("entries") else ())
 
 
 def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
@@ -262,8 +267,10 @@ def _drop_staged(s: Session) -> None:
     s.execute("DELETE FROM reembed_vectors")
 
 
-def _report(db: Database, target: str, removed: dict[str, int]) -> PurgeReport:
-    compacted = db.compact([t for t in TABLES if removed.get(t)])
+def _report(
+    db: Database, target: str, removed: dict[str, int], derived: Sequence[str] = ()
+) -> PurgeReport:
+    compacted = db.compact([*(t for t in TABLES if removed.get(t)), *derived])
     return PurgeReport(target, {t: removed.get(t, 0) for t in TABLES}, compacted)
 
 

@@ -174,7 +174,6 @@ def reembed(
         )
         report.update_queue_cleared = int(s.one("SELECT count(*) FROM update_queue")[0])
         s.execute("DELETE FROM update_queue")
-        s.execute("DELETE FROM update_checks")  # asked under the old model's likeness
         s.execute("DELETE FROM reembed_vectors")
         entries.end_reembed(s, embedder.dim, report.entries)
     entries.after_reembed(embedder.dim)

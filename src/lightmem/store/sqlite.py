@@ -8,6 +8,7 @@ from lightmem.store.ann_index import IndexPolicy
 from lightmem.store.entries import SQLStore
 from lightmem.store.graph_sql import SQLGraphStore
 from lightmem.store.purge import PurgeReport
+from lightmem.store.size_limit import SizeLimit
 from lightmem.store.sqlite_db import SQLiteDatabase
 from lightmem.store.sqlite_schema import APP_ID, SCHEMA_VERSION
 from lightmem.store.sqlite_search import SQLiteEntryIndex, SQLiteNodeIndex
@@ -40,11 +41,14 @@ class SQLiteStore(SQLStore):
         busy_timeout_s: float = 30.0,
         read_only: bool = False,
         index_policy: IndexPolicy | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         db = SQLiteDatabase(path, busy_timeout_s=busy_timeout_s, read_only=read_only)
         self.entry_index = SQLiteEntryIndex(db, index_policy)
         self._closed = False
-        super().__init__(db, self.entry_index, SQLGraphStore(db, SQLiteNodeIndex(db)))
+        limit = SizeLimit(db, max_bytes)
+        graph = SQLGraphStore(db, SQLiteNodeIndex(db), limit)
+        super().__init__(db, self.entry_index, graph, limit)
 
     def close(self) -> None:
         if self._closed:  # a second close (the store and its owner both closing it)

@@ -67,6 +67,9 @@ class SQLiteEntryIndex:
         s.execute("DELETE FROM vectors WHERE rid = ?", (rid,))
         s.execute("INSERT INTO index_log (rid, added) VALUES (?, 0)", (rid,))
 
+    #: none apart: a purge VACUUMs the whole file
+    derived_tables: tuple[str, ...] = ()
+
     def bulk_load(self, load: BulkLoad) -> int:
         n = 0
         for entry, vec in load.rows:
