@@ -134,6 +134,22 @@ def test_the_last_update_answer_drops_only_its_unstorable_action(
     assert [r.items for r in rejected] == [1]
 
 
+def test_a_refused_review_answer_defers_its_newer_memory(
+    llm: ScriptedLLM, stub: OpenAIStubServer
+) -> None:
+    client = OpenAIChatClient("stub", base_url=stub.base_url, api_key="k", ledger=Ledger())
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    newer, old = (
+        MemoryEntry(id=i, text=t, original_text=t, scope=Scope(), created_at=now, updated_at=now)
+        for i, t in (("n", "Ana lives in Porto"), ("o1", "Ana lives in Lisbon"))
+    )
+    bad = json.dumps({"actions": [{"id": "o1", "action": "supersede", "by": f"n{_NUL}"}]})
+    llm.queue(bad, bad, bad)
+    actions = LLMUpdater(client).review([UpdateItem(newer, ((old, 0.9),))])
+    # no decision was had: the pass must show it again, not record it as seen
+    assert [(a.op, a.target_id) for a in actions] == [("defer", "n")]
+
+
 # -- finding 4: MCP add_memory, "" (or []) is an unused parameter in both paths ----------------
 def _add_memory(pool: TenantPool, args: dict[str, Any]) -> dict[str, Any]:
     tenant = pool.get("acme")

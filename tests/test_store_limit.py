@@ -4,17 +4,22 @@ purge makes room again, on both backends."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
 
 from lightmem import LightMemory, StoreFullError
 from lightmem.errors import ConfigError, InvalidInputError
 from lightmem.fluxmem.agent import FluxMemAgent
-from lightmem.server.env import SERVER_CONFIG_VAR, TENANT_MAX_MB_VAR, megabytes_from_env
+from lightmem.fluxmem.types import StepResult
+from lightmem.server.env import SERVER_CONFIG_VAR, TENANT_MAX_MB_VAR, tenant_max_mb_from_env
+from lightmem.server.mcp import create_mcp
 from lightmem.server.rest import app_from_env, create_app
 from lightmem.server.tenancy import TenantPool
 from lightmem.store.size_limit import SizeLimit
@@ -34,7 +39,7 @@ def _fill(mem: LightMemory) -> int:
         try:
             mem.add_memory(_turns(batch), force_extract=True, user_id="ana")
         except StoreFullError as exc:
-            assert "store.max_mb" in str(exc) and "limit of 1.0 MB" in str(exc)
+            assert "store.max_mb" in str(exc) and "limit of 1.0 MiB" in str(exc)
             return batch
     raise AssertionError("a store limited to 1 MB took 40 batches of 60 KB")
 
@@ -44,6 +49,10 @@ def test_a_full_store_refuses_what_adds_and_keeps_the_rest(
 ) -> None:
     with LightMemory.from_config({"store": {**store_config, "max_mb": 1}}) as mem:
         assert mem.store.max_bytes == 1024 * 1024
+        empty = mem.store.size_bytes()
+        agent = FluxMemAgent.on_store(mem.store, mem.embedder)
+        agent.add_knowledge("Greet the team by name every morning.")
+        session = agent.start_task("greet the team")  # open before the store fills
         took = _fill(mem)
         stats = mem.stats()
         assert stats["max_bytes"] == mem.store.max_bytes <= stats["size_bytes"]
@@ -52,17 +61,20 @@ def test_a_full_store_refuses_what_adds_and_keeps_the_rest(
         n = len(entries)
         # what adds is refused, and nothing of it was stored
         first = entries[0]
-        agent = FluxMemAgent.on_store(mem.store, mem.embedder)
+        graph = agent.stats()
         for refused in (
             lambda: mem.update(first.id, "edited", user_id="ana"),
             lambda: mem.summarize(user_id="ana"),
             lambda: agent.add_knowledge("the handbook says hello"),
             lambda: agent.add_skill("greet", ["say hello"]),
             lambda: agent.start_task("greet the team"),
+            lambda: session.report(StepResult("said hi", None, False, ("wave",) * 50)),
         ):
             with pytest.raises(StoreFullError):
                 refused()
-        assert not any(agent.stats().values())
+        assert agent.stats() == graph
+        session.abandon("the store is full")  # ending a task is never refused
+        assert session.outcome is not None
         assert len(mem.list_entries(limit=1000, user_id="ana")) == n
         # reads, deletes and the offline update go on
         assert mem.retrieve("note w0x1x7", limit=3, user_id="ana")
@@ -73,7 +85,7 @@ def test_a_full_store_refuses_what_adds_and_keeps_the_rest(
         mem.offline_update_all_entries(0.999, user_id="ana")  # few pairs: quick
         # a purge makes room (PostgreSQL: VACUUM FULL, so the measure goes down)
         mem.purge(user_id="ana")
-        assert mem.store.size_bytes() < mem.store.max_bytes / 2
+        assert mem.store.size_bytes() < empty + mem.store.max_bytes / 4
         mem.add_memory(_turns(99), force_extract=True, user_id="ana")
         assert len(mem.list_entries({"kind": "entry"}, limit=1000, user_id="ana")) == 20
 
@@ -114,6 +126,15 @@ def test_a_tenant_at_its_limit_gets_507_and_can_purge(limited_pool: TenantPool) 
             error = r.json()["error"]
             assert error["type"] == "StoreFullError" and "store.max_mb" in error["message"]
             assert "tenants" not in error["message"]  # no server path
+            # MCP: the same refusal as a tool error
+            tenant = limited_pool.get("acme")
+
+            async def mcp_add() -> None:
+                async with Client(create_mcp(lambda: tenant)) as m:
+                    await m.call_tool("add_memory", {"messages": _turns(98), "user_id": "ana"})
+
+            with pytest.raises(ToolError, match=r"StoreFullError: store\.max_mb"):
+                asyncio.run(mcp_add())
             assert (
                 c.post("/v1/memories/search", json={"query": "note", "user_id": "ana"}).status_code
                 == 200
@@ -131,11 +152,11 @@ def test_the_servers_read_the_limit_from_the_environment(
     monkeypatch.delenv(SERVER_CONFIG_VAR, raising=False)
     monkeypatch.setenv("LIGHTMEM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv(TENANT_MAX_MB_VAR, raising=False)
-    assert megabytes_from_env(TENANT_MAX_MB_VAR) is None
-    for bad in ("0", "-3", "1.5", "lots"):
+    assert tenant_max_mb_from_env() is None
+    for bad in ("0", "-3", "1.5", "lots", str(1 << 40)):
         monkeypatch.setenv(TENANT_MAX_MB_VAR, bad)
         with pytest.raises(ConfigError, match=TENANT_MAX_MB_VAR):
-            megabytes_from_env(TENANT_MAX_MB_VAR)
+            tenant_max_mb_from_env()
     monkeypatch.setenv(TENANT_MAX_MB_VAR, "3")
     app = app_from_env()
     try:
@@ -143,3 +164,15 @@ def test_the_servers_read_the_limit_from_the_environment(
         assert app.state.pool.get("acme").memory.store.max_bytes == 3 * 1024 * 1024
     finally:
         app.state.pool.close()
+
+
+def test_sqlite_counts_pages_in_use_not_free_ones(store_path: Path) -> None:
+    with LightMemory.from_config({"store": {"path": str(store_path)}}) as mem:
+        db = mem.store.db  # type: ignore[attr-defined]
+        with db.transaction() as s:
+            s.execute("CREATE TABLE scratch (body TEXT)")
+            s.many("INSERT INTO scratch VALUES (?)", [("x" * 4000,)] * 500)
+        full = mem.store.size_bytes()
+        with db.transaction() as s:
+            s.execute("DELETE FROM scratch")
+        assert store_path.stat().st_size >= full > mem.store.size_bytes() + 1_000_000

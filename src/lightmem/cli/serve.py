@@ -20,7 +20,7 @@ from lightmem.server.env import (
     TENANT_MAX_MB_VAR,
     bytes_from_env,
     config_from_env,
-    megabytes_from_env,
+    tenant_max_mb_from_env,
 )
 
 __all__ = ["SERVER_MODULES", "dispatch", "require_server_extra"]
@@ -74,6 +74,11 @@ def dispatch(args: argparse.Namespace) -> int:
     from lightmem.server.connections import uvicorn_options
 
     if args.command == "mcp" and args.transport == "stdio":
+        if args.tenant_max_mb is not None:
+            raise InvalidInputError(
+                "--tenant-max-mb: for --transport http; over stdio the --config's "
+                'store.max_mb limits the --store file (e.g. {"store": {"max_mb": 500}})'
+            )
         return _stdio_mcp(args)
     if args.store is not None:
         raise InvalidInputError(
@@ -101,7 +106,7 @@ def dispatch(args: argparse.Namespace) -> int:
         os.environ[MAX_BODY_VAR] = str(max_body)
         if args.tenant_max_mb is not None:  # else the variable as it is (the workers read it)
             os.environ[TENANT_MAX_MB_VAR] = str(args.tenant_max_mb)
-        megabytes_from_env(TENANT_MAX_MB_VAR)  # read here too: the workers would only log it
+        tenant_max_mb_from_env()  # read here too: the workers would only log it
         os.environ[SERVER_CONFIG_VAR] = json.dumps(tenant_config)
         _warn_public(args.host)
         base = _url(args.host, args.port)
@@ -125,7 +130,7 @@ def dispatch(args: argparse.Namespace) -> int:
     from lightmem.server.tenancy import single_threaded_blas
 
     single_threaded_blas()
-    max_mb = args.tenant_max_mb or megabytes_from_env(TENANT_MAX_MB_VAR)
+    max_mb = args.tenant_max_mb or tenant_max_mb_from_env()
     pool = TenantPool(None if dsn else args.data_dir, tenant_config, dsn=dsn, tenant_max_mb=max_mb)
     keys = pool.keys()
     _warn_public(args.host)

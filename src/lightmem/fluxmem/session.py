@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from lightmem.errors import InvalidInputError, NotFoundError, StoreError
+from lightmem.errors import InvalidInputError, NotFoundError, StoreError, StoreFullError
 from lightmem.fluxmem.records import Crash
 from lightmem.fluxmem.task_flow import (
     TaskFlow,
@@ -115,6 +115,12 @@ class TaskSessions:
             if _replays(row, expected, key):
                 return _view(row)
             raise _conflict(row, expected)
+        if isinstance(reply, StepResult):  # a step adds its trajectory; abandoning never is
+            try:
+                self._flow.graph.check_room()
+            except StoreFullError:
+                self._store.release(row.id, token)
+                raise
         state = self._advance(row, reply, token)
         if not self._store.save(to_row(session_id, state, time.time(), SESSION_TTL_S, key), token):
             raise StoreError(

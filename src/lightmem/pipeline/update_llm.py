@@ -80,7 +80,9 @@ class LLMUpdater:
             batches[-1].append((it.newer, earlier))
             size += len(earlier)
         # keep / supersede only were asked; anything else a model answers is not applied
-        return [a for b in batches if b for a in self._ask(b, False) if a.op == "supersede"]
+        # (a defer is no answer: the item is shown again)
+        asked = (a for b in batches if b for a in self._ask(b, False))
+        return [a for a in asked if a.op in ("supersede", "defer")]
 
     def _ask(self, pairs: Sequence[_Pair], merge: bool) -> list[UpdateAction]:
         """The model's actions on ``pairs``, over as many calls as fit the context."""

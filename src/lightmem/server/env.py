@@ -9,6 +9,7 @@ import json
 import os
 from typing import Any
 
+from lightmem.config import MAX_STORE_MB
 from lightmem.errors import ConfigError
 
 __all__ = [
@@ -18,7 +19,7 @@ __all__ = [
     "TENANT_MAX_MB_VAR",
     "bytes_from_env",
     "config_from_env",
-    "megabytes_from_env",
+    "tenant_max_mb_from_env",
 ]
 
 #: The tenants' library config, a JSON object (the ``--config`` file's contents).
@@ -49,9 +50,12 @@ def bytes_from_env(name: str, default: int) -> int:
     return default if value is None else value
 
 
-def megabytes_from_env(name: str) -> int | None:
-    """The positive integer of MiB in ``name`` (None when unset or empty)."""
-    return _positive(name, "MiB")
+def tenant_max_mb_from_env() -> int | None:
+    """The tenants' store limit in :data:`TENANT_MAX_MB_VAR` (None when unset or empty)."""
+    value = _positive(TENANT_MAX_MB_VAR, "MiB")
+    if value is not None and value > MAX_STORE_MB:
+        raise ConfigError(f"{TENANT_MAX_MB_VAR}: expected at most {MAX_STORE_MB} MiB, got {value}")
+    return value
 
 
 def _positive(name: str, unit: str) -> int | None:

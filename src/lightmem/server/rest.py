@@ -39,10 +39,9 @@ from lightmem.server.env import (
     DEFAULT_MAX_BODY,
     MAX_BODY_VAR,
     SERVER_CONFIG_VAR,
-    TENANT_MAX_MB_VAR,
     bytes_from_env,
     config_from_env,
-    megabytes_from_env,
+    tenant_max_mb_from_env,
 )
 from lightmem.server.in_flight import MAX_IN_FLIGHT, InFlight, busy
 from lightmem.server.schemas import Kind, MemoryFilters, Mode, RetrievalScope, StepFeedbackArg
@@ -479,7 +478,7 @@ def app_from_env() -> FastAPI:
     data_dir = None if dsn else os.environ.get("LIGHTMEM_DATA_DIR", "lightmem-data")
     config = config_from_env(SERVER_CONFIG_VAR)
     max_body = bytes_from_env(MAX_BODY_VAR, DEFAULT_MAX_BODY)
-    max_mb = megabytes_from_env(TENANT_MAX_MB_VAR)
+    max_mb = tenant_max_mb_from_env()
     schema = os.environ.get("LIGHTMEM_SERVER_SCHEMA") or SERVER_SCHEMA
     single_threaded_blas()
     pool = TenantPool(data_dir, config, dsn=dsn, server_schema=schema, tenant_max_mb=max_mb)

@@ -99,11 +99,13 @@ class Database(Protocol):
         """Around a purge's transaction: deleted content must not stay in freed space."""
 
     def size_bytes(self) -> int:
-        """The bytes the stored data holds on disk (tables, their indexes and large values;
-        not the space a backend has freed inside its files)."""
+        """The bytes the stored data holds on disk (tables, their indexes and large values):
+        SQLite leaves its free pages out, PostgreSQL counts what its tables hold allocated."""
 
-    def compact(self, tables: Sequence[str]) -> bool:
+    def compact(self, tables: Sequence[str], reclaim: bool = False) -> bool:
         """After a purge's commit: rewrite ``tables`` so no copy of removed rows stays
-        behind; False when that could not be completed now (another reader held the WAL)."""
+        behind, and with ``reclaim`` give their space back so :meth:`size_bytes` goes
+        down; False when that could not be completed now (another reader held the WAL, a
+        lock was not had)."""
 
     def close(self) -> None: ...

@@ -363,7 +363,8 @@ class SQLStore(SQLMessageBuffer, SQLBookkeeping):
 
     def purge(self, scope: Scope, entry_id: str | None = None) -> PurgeReport:
         """Erase ``entry_id`` (or, without one, everything in ``scope``) for good."""
-        return purge(self.db, self.index, self._graph.index, scope, entry_id)
+        reclaim = self.limit.near()  # before: the measure may only drop after the rewrite
+        return purge(self.db, self.index, self._graph.index, scope, entry_id, reclaim=reclaim)
 
     def delete_entry(self, entry_id: str, scope: Scope, reason: str) -> MemoryEntry:
         """Delete an entry; the entries it superseded become current again (logged)."""

@@ -78,10 +78,10 @@ class SQLGraphStore:
         return self.sessions
 
     def purge(self, scope: Scope) -> PurgeReport:
-        return purge_graph(self.db, self.index, scope)
+        return purge_graph(self.db, self.index, scope, reclaim=self.limit.near())
 
     def purge_node(self, scope: Scope, node_id: str) -> PurgeReport:
-        return purge_node(self.db, self.index, scope, node_id)
+        return purge_node(self.db, self.index, scope, node_id, reclaim=self.limit.near())
 
     def node_vectors(self, kind: NodeKind, scope: Scope) -> tuple[list[str], Vector]:
         return self.index.node_vectors(kind, scope)

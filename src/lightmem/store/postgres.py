@@ -69,7 +69,6 @@ class PostgresStore(SQLStore):
             MIGRATIONS,
             pool_size=pool_size,
             connect_timeout_s=connect_timeout_s,
-            reclaim=max_bytes is not None,
         )
         limit = SizeLimit(db, max_bytes)
         self.schema = schema

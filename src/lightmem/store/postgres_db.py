@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,6 +17,14 @@ from lightmem.store.sql import POSTGRES
 __all__ = ["PostgresDatabase", "apply_migrations", "open_pool", "redact"]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: How long a purge's VACUUM FULL waits for each table's lock before it settles for a plain
+#: VACUUM (requests queued behind its lock wait as long).
+RECLAIM_LOCK_S = 5.0
+log = logging.getLogger("lightmem.store")
+
+
+class _LockTimeout(Exception):
+    """A VACUUM did not get its lock within its timeout."""
 
 
 class PostgresDatabase:
@@ -38,7 +47,6 @@ class PostgresDatabase:
         pool_size: int = 8,
         connect_timeout_s: float = 10.0,
         label: str | None = None,
-        reclaim: bool = False,
     ) -> None:
         try:
             from pgvector.psycopg import register_vector
@@ -47,8 +55,6 @@ class PostgresDatabase:
         self.schema = schema
         self.path = f"postgres:{redact(dsn)}#{schema}"
         self.label = f"store {self.path}" if label is None else label
-        #: a purge gives the freed space back to the file system (see :meth:`compact`)
-        self.reclaim = reclaim
         self._register_vector = register_vector
         apply_migrations(dsn, schema, migrations, connect_timeout_s)
         self._pool = open_pool(dsn, pool_size, connect_timeout_s, self._configure)
@@ -94,18 +100,27 @@ class PostgresDatabase:
         """Nothing to switch on: PostgreSQL frees rows by VACUUM (see :meth:`compact`)."""
         yield
 
-    def compact(self, tables: Sequence[str]) -> bool:
+    def compact(self, tables: Sequence[str], reclaim: bool = False) -> bool:
         """VACUUM the touched tables (with their TOAST and indexes) after the commit, so the
-        removed rows' space is pruned and reused; with ``reclaim`` (a store with a size
-        limit) VACUUM FULL, which rewrites them, so :meth:`size_bytes` goes down (it holds
-        each table's lock meanwhile). VACUUM cannot run in a transaction: one pooled
+        removed rows' space is pruned and reused. ``reclaim`` (a store near its size limit):
+        VACUUM FULL, which rewrites each table and its indexes (the HNSW one too) holding
+        its lock meanwhile, so :meth:`size_bytes` goes down; a table whose lock is not had
+        within :data:`RECLAIM_LOCK_S` (a long transaction elsewhere) gets the plain VACUUM
+        instead and the answer is False. VACUUM cannot run in a transaction: one pooled
         connection is switched to autocommit for it."""
-        self.vacuum(tables, "VACUUM FULL" if self.reclaim else "VACUUM", "purge committed")
-        return True
+        if reclaim:
+            try:
+                self.vacuum(tables, "VACUUM FULL", "purge committed", RECLAIM_LOCK_S)
+                return True
+            except _LockTimeout:
+                log.warning("%s: VACUUM FULL waited too long for a lock; plain VACUUM", self.label)
+        self.vacuum(tables, "VACUUM", "purge committed")
+        return not reclaim
 
     def size_bytes(self) -> int:
-        """The size of the schema's tables with their indexes and TOAST (space a plain
-        VACUUM freed inside them is reused by later rows but still counted)."""
+        """The size of the schema's tables with their indexes and TOAST, as allocated:
+        deleted rows and the space a plain VACUUM freed inside them (reused by later rows)
+        count until a VACUUM FULL."""
         with self.read() as s:
             return int(
                 s.one(
@@ -116,10 +131,13 @@ class PostgresDatabase:
                 )[0]
             )
 
-    def vacuum(self, tables: Sequence[str], command: str, done: str) -> None:
+    def vacuum(
+        self, tables: Sequence[str], command: str, done: str, lock_timeout_s: float = 0.0
+    ) -> None:
         """Run ``command`` (``VACUUM`` with its options) on ``tables`` of this schema, outside
         a transaction (on one pooled connection switched to autocommit); a failure is a
-        :class:`StoreError` saying what had been ``done`` already."""
+        :class:`StoreError` saying what had been ``done`` already. ``lock_timeout_s`` (0:
+        wait): a lock not had by then raises ``_LockTimeout``."""
         import psycopg
         from psycopg_pool import PoolClosed
 
@@ -128,13 +146,19 @@ class PostgresDatabase:
         try:
             with self._pool.connection() as conn:
                 conn.autocommit = True
+                if lock_timeout_s:
+                    conn.execute(f"SET lock_timeout = {int(lock_timeout_s * 1000)}")
                 try:
                     for table in tables:
                         conn.execute(f"{command} {self.schema}.{table}")
                 finally:
+                    if lock_timeout_s and not conn.closed:
+                        conn.execute("RESET lock_timeout")
                     conn.autocommit = False
         except PoolClosed as exc:
             raise closed_error(self.label) from exc
+        except psycopg.errors.LockNotAvailable as exc:
+            raise _LockTimeout from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.label}: {done}, {command} failed: {exc}") from exc
 

@@ -14,8 +14,9 @@ sessions that show it (see :func:`purge_node`). The usage ledger holds only coun
 The rows are removed in one transaction inside the database's ``erasing()`` block (SQLite:
 ``secure_delete``, so freed pages are zeroed); after the commit its ``compact()`` rewrites
 what still holds freed space (SQLite: FTS5 merge, VACUUM, WAL checkpoint with truncation;
-PostgreSQL: VACUUM of the touched tables and the entries' keyword postings, VACUUM FULL for
-a store with a size limit, so its measure goes down). Only that tail is written per backend.
+PostgreSQL: VACUUM of the touched tables and the entries' keyword postings; VACUUM FULL for
+a store near its size limit, so its measure goes down). Only that tail is written per
+backend.
 """
 
 from __future__ import annotations
@@ -90,8 +91,11 @@ def purge(
     nodes: _NodeRows,
     scope: Scope,
     entry_id: str | None = None,
+    *,
+    reclaim: bool = False,
 ) -> PurgeReport:
-    """Remove ``entry_id`` (in ``scope``) or, without an id, everything in ``scope``.
+    """Remove ``entry_id`` (in ``scope``) or, without an id, everything in ``scope``;
+    ``reclaim``: give the freed space back (see ``Database.compact``).
 
     An entry goes with its source turns and every entry that repeats them (other facts
     extracted from those turns, summaries citing them or the entry, entries quoting them
@@ -108,10 +112,13 @@ def purge(
         _drop_staged(s)
     target = f"entry {entry_id}" if entry_id is not None else scope.label()
     # rows derived from the entries (their terms) are erased from the disk with them
-    return _report(db, target, removed, entries.derived_tables if removed.get("entries") else ())
+    derived = entries.derived_tables if removed.get("entries") else ()
+    return _report(db, target, removed, reclaim, derived)
 
 
-def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
+def purge_graph(
+    db: Database, nodes: _NodeRows, scope: Scope, *, reclaim: bool = False
+) -> PurgeReport:
     """Remove the FluxMem graph of ``scope`` (nodes, edges, graph history, task sessions)
     and nothing else. Rows match the scope's non-empty fields, so the default scope, the
     one of an unscoped agent such as a server tenant's, erases the whole graph."""
@@ -119,10 +126,12 @@ def purge_graph(db: Database, nodes: _NodeRows, scope: Scope) -> PurgeReport:
         where, params = scope_sql(db.dialect, scope)
         removed = _purge_graph_rows(s, nodes, where, params)
         _drop_staged(s)
-    return _report(db, f"graph of {scope.label()}", removed)
+    return _report(db, f"graph of {scope.label()}", removed, reclaim)
 
 
-def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> PurgeReport:
+def purge_node(
+    db: Database, nodes: _NodeRows, scope: Scope, node_id: str, *, reclaim: bool = False
+) -> PurgeReport:
     """Remove FluxMem node ``node_id`` (in ``scope``) for good: its row with its vector and
     full text, its edges (of any scope), its graph history and that of its edges, every
     other graph history event of the node's own scope whose snapshot quotes one of the
@@ -135,7 +144,7 @@ def purge_node(db: Database, nodes: _NodeRows, scope: Scope, node_id: str) -> Pu
     with db.erasing(), db.transaction() as s:
         removed = _purge_node(s, db, nodes, scope, node_id)
         _drop_staged(s)
-    return _report(db, f"node {node_id}", removed)
+    return _report(db, f"node {node_id}", removed, reclaim)
 
 
 def _purge_node(
@@ -268,9 +277,13 @@ def _drop_staged(s: Session) -> None:
 
 
 def _report(
-    db: Database, target: str, removed: dict[str, int], derived: Sequence[str] = ()
+    db: Database,
+    target: str,
+    removed: dict[str, int],
+    reclaim: bool,
+    derived: Sequence[str] = (),
 ) -> PurgeReport:
-    compacted = db.compact([*(t for t in TABLES if removed.get(t)), *derived])
+    compacted = db.compact([*(t for t in TABLES if removed.get(t)), *derived], reclaim)
     return PurgeReport(target, {t: removed.get(t, 0) for t in TABLES}, compacted)
 
 

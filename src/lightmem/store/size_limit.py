@@ -9,6 +9,9 @@ from lightmem.store.db import Database
 __all__ = ["SizeLimit"]
 
 _MB = 1024 * 1024
+#: The share of the limit from which a purge gives the freed space back (PostgreSQL's
+#: VACUUM FULL rewrites the tables and their indexes: not worth it far below the limit).
+RECLAIM_FROM = 0.9
 
 
 class SizeLimit:
@@ -30,7 +33,11 @@ class SizeLimit:
         held = self.db.size_bytes()
         if held >= self.max_bytes:
             raise StoreFullError(
-                f"store.max_mb: the store holds {held / _MB:.1f} MB of its limit of "
-                f"{self.max_bytes / _MB:.1f} MB; purge memories to add more (a delete is "
+                f"store.max_mb: the store holds {held / _MB:.1f} MiB of its limit of "
+                f"{self.max_bytes / _MB:.1f} MiB; purge memories to add more (a delete is "
                 "restorable and keeps the text) or raise the limit"
             )
+
+    def near(self) -> bool:
+        """True when the store holds :data:`RECLAIM_FROM` of its limit or more."""
+        return self.max_bytes is not None and self.db.size_bytes() >= RECLAIM_FROM * self.max_bytes

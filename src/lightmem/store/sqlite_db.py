@@ -270,10 +270,11 @@ class SQLiteDatabase:
             finally:
                 self._conn.execute(f"PRAGMA secure_delete = {before}")
 
-    def compact(self, tables: Sequence[str]) -> bool:
+    def compact(self, tables: Sequence[str], reclaim: bool = False) -> bool:
         """Merge the node full-text index (its segments keep deleted terms until merged),
-        VACUUM the file and truncate the WAL (it holds old page images); False when another
-        connection kept the WAL from being checkpointed completely."""
+        VACUUM the file (which gives its free pages back: ``reclaim`` changes nothing) and
+        truncate the WAL (it holds old page images); False when another connection kept
+        the WAL from being checkpointed completely."""
         if not tables:
             return True
         with self._lock:
