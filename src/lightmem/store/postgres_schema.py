@@ -14,6 +14,7 @@ from lightmem.store import entry_time
 from lightmem.store.db import Migration
 from lightmem.store.postgres_terms import (
     CAP_ENTRY_TERMS_SQL,
+    POSTINGS_FUNCTION_SQL,
     POSTINGS_SQL,
     entry_terms,
     fill_search_terms,
@@ -169,4 +170,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     # An entry's keyword terms are its first MAX_DOCUMENT_TERMS (lightmem.store.text_index).
     Migration("pg_entry_terms_cap", CAP_ENTRY_TERMS_SQL),
     Migration("update_checks", update_checks(_TYPES)),
+    # The postings trigger splits each row's terms once (it split them once per term).
+    Migration("pg_postings_split_once", POSTINGS_FUNCTION_SQL),
 )
