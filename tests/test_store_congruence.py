@@ -120,7 +120,9 @@ def _step(store: MemoryStore, op: str, i: int, scope: Scope, words: list[str]) -
         if op == "checks":  # recorded per stage, read back by id (unknown ids: none)
             stage = ("decide", "review")[i % 2]
             store.save_update_checks(stage, {f"e{j}": f"{text} {j}" for j in range(i % 4)})
-            return store.load_update_checks(stage, [f"e{j}" for j in range(8)])
+            store.mark_update_checked(stage, [f"e{j}" for j in range(i % 4, i % 6)])
+            unchecked = [e for _, e in store.unchecked_entries(scope, stage, 0, 5)]
+            return store.load_update_checks(stage, [f"e{j}" for j in range(8)]), unchecked
         filters = (
             Filters(),
             Filters(speaker="ann"),

@@ -97,6 +97,7 @@ class AsyncLightMemory:
     restore = _threaded(LightMemory.restore)
     construct_update_queue_all_entries = _threaded(LightMemory.construct_update_queue_all_entries)
     offline_update_all_entries = _threaded(LightMemory.offline_update_all_entries)
+    offline_update_pending = _threaded(LightMemory.offline_update_pending)
     summarize = _threaded(LightMemory.summarize)
     stats = _threaded(LightMemory.stats)
     format_context = staticmethod(format_context)

@@ -60,6 +60,7 @@ from lightmem.pipeline.update import (
     scope_queue,
 )
 from lightmem.pipeline.update_llm import LLMUpdater
+from lightmem.pipeline.update_pending import PendingUpdate, update_pending
 from lightmem.sanitize import check_text
 from lightmem.store.base import MemoryStore
 from lightmem.store.provisional import is_provisional
@@ -442,13 +443,8 @@ class LightMemory:
         updater is not shown again what it was shown before unchanged (the report's
         ``skipped``), so a stopped pass resumes and a repeated one costs only what changed;
         ``recheck=True`` shows it everything."""
-        if not _number(score_threshold) or not -1.0 <= score_threshold <= 1.0:
-            raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
-        deadline = None
-        if max_seconds is not None:
-            if not _number(max_seconds) or not 0 < max_seconds < float("inf"):
-                raise InvalidInputError("max_seconds: expected a positive number of seconds")
-            deadline = time.monotonic() + float(max_seconds)
+        _check_threshold(score_threshold)
+        deadline = None if max_seconds is None else _deadline(max_seconds)
         if not isinstance(recheck, bool):
             raise InvalidInputError(f"recheck: expected True or False, got {recheck!r}")
         scope = validate.scope(user_id, agent_id, run_id)
@@ -463,6 +459,40 @@ class LightMemory:
         )
         self._save_usage()
         return report
+
+    @serialised
+    def offline_update_pending(
+        self,
+        top_k: int = 20,
+        keep_top_n: int = 10,
+        score_threshold: float = 0.8,
+        *,
+        max_seconds: float,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> PendingUpdate:
+        """The offline update of the entries new or changed since they were last brought
+        up to date, a part at a time, starting none past ``max_seconds``: each call's work
+        grows with those entries times the scope, and the next call goes on where it
+        stopped (see :mod:`lightmem.pipeline.update_pending`; a server's update request)."""
+        validate.positive_int("top_k", top_k, MAX_TOP_K)
+        validate.positive_int("keep_top_n", keep_top_n, MAX_KEEP_TOP_N)
+        _check_threshold(score_threshold)
+        deadline = _deadline(max_seconds)
+        scope = validate.scope(user_id, agent_id, run_id)
+        done = update_pending(
+            self.store,
+            self.embedder,
+            self.updater,
+            scope,
+            top_k,
+            keep_top_n,
+            float(score_threshold),
+            deadline,
+        )
+        self._save_usage()
+        return done
 
     @serialised
     def summarize(
@@ -562,6 +592,18 @@ class LightMemory:
 def _number(value: object) -> TypeGuard[int | float]:
     """True for an int or a float (not a bool, which Python counts as an int)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_threshold(score_threshold: object) -> None:
+    if not _number(score_threshold) or not -1.0 <= score_threshold <= 1.0:
+        raise InvalidInputError("score_threshold: expected a number in [-1, 1]")
+
+
+def _deadline(max_seconds: object) -> float:
+    """``time.monotonic()`` ``max_seconds`` from now."""
+    if not _number(max_seconds) or not 0 < max_seconds < float("inf"):
+        raise InvalidInputError("max_seconds: expected a positive number of seconds")
+    return time.monotonic() + float(max_seconds)
 
 
 def _given_compressor(

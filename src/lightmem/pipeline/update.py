@@ -37,6 +37,7 @@ __all__ = [
     "Updater",
     "build_queue",
     "chronological",
+    "in_time_order",
     "nearest_earlier",
     "nearest_stored",
     "online_update",
@@ -45,6 +46,7 @@ __all__ = [
     "said_before",
     "scope_entries",
     "scope_queue",
+    "scope_vectors",
 ]
 
 log = logging.getLogger("lightmem.update")
@@ -140,14 +142,17 @@ def build_queue(
     keep_top_n: int,
     block: int = 512,
     times: Sequence[float | None] | None = None,
+    rows: Sequence[int] | None = None,
 ) -> dict[str, list[ScoredId]]:
-    """For each entry, its most similar *earlier* entries of the same group (scope).
+    """For each entry (or each of ``rows``, by position), its most similar *earlier*
+    entries of the same group (scope).
 
     ``ids``/``matrix`` rows are in insertion order; ``times`` (seconds, None for an entry
     without a timestamp) are when each was said. Of two entries with a time, the one said
     first is the earlier, whichever was stored first (a backlog imported newest first);
     otherwise, and at equal times, the one stored first. Work is done in numpy blocks, so
-    10k entries take well under a second; memory is O(block x n).
+    10k entries take well under a second; memory is O(block x n); the work grows with
+    the entries asked for times all of them.
     """
     for name, value, cap in (
         ("top_k", top_k, MAX_TOP_K),
@@ -165,18 +170,18 @@ def build_queue(
         raise InvalidInputError(f"times: expected {n} values (one per id), got {len(t)}")
     queue: dict[str, list[ScoredId]] = {}
     cols = np.arange(n)
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        sims = matrix[start:stop] @ matrix.T
-        rows = np.arange(start, stop)
-        t_row, t_col = t[start:stop, None], t[None, :]
+    wanted = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    for start in range(0, len(wanted), block):
+        at = wanted[start : start + block]
+        sims = matrix[at] @ matrix.T
+        t_row, t_col = t[at, None], t[None, :]
         by_time = ~np.isnan(t_row) & ~np.isnan(t_col) & (t_row != t_col)
-        earlier = np.where(by_time, t_col < t_row, cols[None, :] < rows[:, None])
-        invalid = ~earlier | (g[None, :] != g[start:stop, None])
+        earlier = np.where(by_time, t_col < t_row, cols[None, :] < at[:, None])
+        invalid = ~earlier | (g[None, :] != g[at, None])
         sims[invalid] = -np.inf
         kk = min(keep, n)
         top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
-        for r, i in enumerate(rows):
+        for r, i in enumerate(at):
             cand = [(int(j), float(sims[r, j])) for j in top[r] if np.isfinite(sims[r, j])]
             cand.sort(key=lambda x: -x[1])
             if cand:
@@ -308,6 +313,8 @@ class UpdateReport:
     #: items not given to the updater: shown to it before, unchanged (a decide item or a
     #: newer entry of the review; see :mod:`lightmem.pipeline.update_checks`)
     skipped: int = 0
+    #: newer entries the updater could not decide about (``defer``): shown again next pass
+    deferred: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -319,6 +326,7 @@ class UpdateReport:
             "updated": list(self.updated),
             "deleted": list(self.deleted),
             "superseded": list(self.superseded),
+            "deferred": list(self.deferred),
             "rejected": self.rejected,
         }
 
@@ -391,6 +399,7 @@ def run_update(
         state.reviewed,
         complete=not state.stopped,
         skipped=state.skipped,
+        deferred=tuple(sorted(state.deferred)),
     )
 
 
@@ -411,6 +420,7 @@ class _UpdateState:
     #: entries another writer deleted while this pass ran (acted on no more)
     vanished: set[str] = field(default_factory=set)
     superseded: list[str] = field(default_factory=list)
+    deferred: set[str] = field(default_factory=set)
     #: newer id -> the earlier ids given to ``decide`` with it
     decided: dict[str, set[str]] = field(default_factory=dict)
     stopped: bool = False  # at the deadline
@@ -440,6 +450,7 @@ class _UpdateState:
     ) -> None:
         """Record that the updater was shown ``items`` (their digests as shown), but those
         whose newer entry it deferred."""
+        self.deferred |= deferred
         if self.key is None:
             return
         shown = {it.newer.id: self.digest(it) for it in items if it.newer.id not in deferred}
@@ -639,13 +650,23 @@ def scope_queue(
     """:func:`build_queue` over the extracted entries of ``scope``, earlier by the time
     each was said, with those times (seconds, None where not known; by id, for the
     entries that exist). Only the times are kept of the entries read, a page at a time."""
+    ids, matrix, groups, said = scope_vectors(store, scope)
+    times = [said.get(i) for i in ids]
+    return build_queue(ids, matrix, groups, top_k, keep_top_n, times=times), said
+
+
+def scope_vectors(
+    store: MemoryStore, scope: Scope
+) -> tuple[list[str], npt.NDArray[np.float32], list[str], dict[str, float | None]]:
+    """The extracted entries of ``scope``: ids, vectors and exact scopes in insertion
+    order, and when each was said (by id; only that is kept of each entry read, a page
+    at a time)."""
     ids, matrix, groups = extracted_vectors(store, scope)
     said: dict[str, float | None] = {}
     for start in range(0, len(ids), _TIMES_PAGE):
         got = store.get_entries(ids[start : start + _TIMES_PAGE])
         said.update((i, _seconds(e)) for i, e in got.items())
-    times = [said.get(i) for i in ids]
-    return build_queue(ids, matrix, groups, top_k, keep_top_n, times=times), said
+    return ids, matrix, groups, said
 
 
 def nearest_earlier(
@@ -656,7 +677,7 @@ def nearest_earlier(
     (the offline review)."""
     queue, said = scope_queue(store, scope, k, k)
     wanted = set(only) if only is not None else None
-    order = _in_time_order([i for i in queue if i in said], said.__getitem__)
+    order = in_time_order([i for i in queue if i in said], said.__getitem__)
     return {i: queue[i] for i in order if wanted is None or i in wanted}
 
 
@@ -705,10 +726,10 @@ def said_before(a: MemoryEntry, b: MemoryEntry, stored_before: bool) -> bool:
 def chronological(entries: Sequence[MemoryEntry]) -> list[MemoryEntry]:
     """``entries`` (in the order they were stored) oldest first by the time each was said
     when all have one (stably: the same time keeps the stored order); else as they are."""
-    return _in_time_order(entries, _seconds)
+    return in_time_order(entries, _seconds)
 
 
-def _in_time_order(items: Sequence[_T], said: Callable[[_T], float | None]) -> list[_T]:
+def in_time_order(items: Sequence[_T], said: Callable[[_T], float | None]) -> list[_T]:
     """:func:`chronological` of any ``items`` said at ``said(item)``."""
     times = [said(x) for x in items]
     if any(t is None for t in times):

@@ -262,13 +262,14 @@ def offline_update(
     scope: Mapping[str, Any] | None = None,
     max_seconds: float = UPDATE_SECONDS,
 ) -> dict[str, Any]:
-    """The offline update of the scope, its pass held to ``max_seconds`` (``complete``:
-    false when it stopped there; what it did stands: ``lightmem offline-update`` runs a
-    whole store without a limit)."""
-    sc = _scope(scope)
-    queued = t.memory.construct_update_queue_all_entries(top_k, keep_top_n, **sc)
-    report = t.memory.offline_update_all_entries(score_threshold, max_seconds=max_seconds, **sc)
-    return {"queued": queued, **report.to_dict()}
+    """The offline update of the scope's entries new or changed since last brought up to
+    date, held to ``max_seconds`` (``complete``: false when it stopped there; what it did
+    stands and the next call goes on; ``lightmem offline-update`` runs the whole-scope
+    pass without a limit)."""
+    done = t.memory.offline_update_pending(
+        top_k, keep_top_n, score_threshold, max_seconds=max_seconds, **_scope(scope)
+    )
+    return {"queued": done.brought_up_to_date, **done.report.to_dict()}
 
 
 def summarize(

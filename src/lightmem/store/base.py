@@ -142,6 +142,15 @@ class Bookkeeping(Protocol):
     def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
         """The digests recorded at ``stage`` for those of ``ids`` that have one."""
 
+    def mark_update_checked(self, stage: str, ids: Sequence[str]) -> None:
+        """Note that ``ids`` were brought up to date at ``stage`` now."""
+
+    def unchecked_entries(
+        self, scope: Scope, stage: str, after: int, limit: int
+    ) -> list[tuple[int, str]]:
+        """``(rid, id)`` of the scope's extracted entries past row ``after`` with nothing
+        recorded at ``stage`` or changed since, in the order stored, at most ``limit``."""
+
     def record_usage(self, records: Sequence[UsageRecord]) -> None:
         """Add to the persisted usage ledger (kept in memory on a read-only store)."""
 

@@ -68,15 +68,43 @@ class SQLBookkeeping:
     def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
         """Record what the offline update asked of these entries at ``stage``, by entry id
         (a read-only store keeps none: its next pass asks again)."""
-        if not digests or self.db.read_only:
+        self._write_checks(stage, list(digests.items()), keep_digest=False)
+
+    def mark_update_checked(self, stage: str, ids: Sequence[str]) -> None:
+        """Note that ``ids`` were brought up to date at ``stage`` now (a digest recorded
+        for them stays; one with none gets an empty one, which no item matches)."""
+        self._write_checks(stage, [(eid, "") for eid in ids], keep_digest=True)
+
+    def _write_checks(
+        self, stage: str, rows: Sequence[tuple[str, str]], *, keep_digest: bool
+    ) -> None:
+        if not rows or self.db.read_only:
             return
         now = time.time()
+        digest = "" if keep_digest else "digest = excluded.digest, "
         with self.db.transaction() as s:
             s.many(
                 "INSERT INTO update_checks VALUES (?, ?, ?, ?) ON CONFLICT (entry_id, stage) "
-                "DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at",
-                [(eid, stage, digest, now) for eid, digest in digests.items()],
+                f"DO UPDATE SET {digest}checked_at = excluded.checked_at",
+                [(eid, stage, d, now) for eid, d in rows],
             )
+
+    def unchecked_entries(
+        self, scope: Scope, stage: str, after: int, limit: int
+    ) -> list[tuple[int, str]]:
+        """``(rid, id)`` of the scope's extracted entries past row ``after`` with nothing
+        recorded at ``stage`` or changed since, in the order stored, at most ``limit``."""
+        where, params = scope_sql(self.db.dialect, scope, "e.")
+        with self.db.read() as s:
+            rows = s.all(
+                "SELECT e.rid, e.id FROM entries e LEFT JOIN update_checks c "
+                "ON c.entry_id = e.id AND c.stage = ? "
+                f"WHERE {where} AND e.kind = 'entry' AND e.id NOT LIKE ? AND e.rid > ? "
+                "AND (c.entry_id IS NULL OR e.updated_at > c.checked_at) "
+                "ORDER BY e.rid LIMIT ?",
+                (stage, *params, PREFIX + "%", after, limit),
+            )
+        return [(int(r[0]), str(r[1])) for r in rows]
 
     def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -1,0 +1,150 @@
+"""A server's update request brings up to date only what is new or changed, a part at a time
+to its deadline: the next call goes on where it stopped, and the parts decide what the
+whole-scope pass decides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from lightmem import InvalidInputError, LightMemory
+from lightmem.pipeline import update, update_pending
+from lightmem.pipeline.update import UpdateAction, UpdateItem, Updater
+from lightmem.store.base import ScoredId
+from lightmem.types import Scope
+from test_update_checks import USER, _Asked, _Deferring, _turns
+
+Outcome = list[tuple[str, str]]
+
+
+def _outcome(mem: LightMemory) -> Outcome:
+    entries = mem.list_entries({"kind": "entry"}, limit=1000, user_id=USER)
+    text = {e.id: e.text for e in entries}
+    return sorted((e.text, text.get(e.superseded_by, "")) for e in entries)
+
+
+def _memory(path: Path) -> LightMemory:
+    mem = LightMemory.from_config({"store": {"path": str(path)}})
+    mem.add_memory(_turns(), force_extract=True, user_id=USER)
+    return mem
+
+
+@pytest.fixture
+def whole(tmp_path: Path) -> Outcome:
+    """The whole-scope pass's outcome (the CLI's)."""
+    with _memory(tmp_path / "whole.db") as mem:
+        mem.construct_update_queue_all_entries(user_id=USER)
+        mem.offline_update_all_entries(-1.0, user_id=USER)  # every pair to decide
+        return _outcome(mem)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _Rows:
+    """``build_queue`` that counts the entries it is asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def __call__(
+        self,
+        ids: Sequence[str],
+        matrix: npt.NDArray[np.float32],
+        groups: Sequence[str],
+        top_k: int,
+        keep_top_n: int,
+        *,
+        times: Sequence[float | None],
+        rows: Sequence[int],
+    ) -> dict[str, list[ScoredId]]:
+        self.asked.append(len(rows))
+        return update.build_queue(ids, matrix, groups, top_k, keep_top_n, times=times, rows=rows)
+
+
+@pytest.fixture
+def clocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[_Clock, _Rows]]:
+    clock, rows = _Clock(), _Rows()
+    monkeypatch.setattr(update, "time", clock)
+    monkeypatch.setattr(update_pending, "time", clock)
+    monkeypatch.setattr(update_pending, "build_queue", rows)
+    yield clock, rows
+
+
+def test_calls_go_on_where_the_last_stopped_and_decide_as_the_whole_pass(
+    tmp_path: Path,
+    whole: Outcome,
+    clocked: tuple[_Clock, _Rows],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock, rows = clocked
+    with _memory(tmp_path / "parts.db") as mem:
+        updater = mem.updater
+        decide = updater.decide
+
+        def taking_a_second(items: Sequence[UpdateItem]) -> list[UpdateAction]:
+            clock.now += 1.0
+            return decide(items)
+
+        monkeypatch.setattr(updater, "decide", taking_a_second)
+
+        def call(seconds: float) -> update_pending.PendingUpdate:
+            return update_pending.update_pending(
+                mem.store, mem.embedder, updater, Scope(USER), 20, 10, -1.0,
+                clock.now + seconds, step=3,
+            )  # fmt: skip
+
+        calls = [call(0.5)]  # a step's decide takes a second: one step a call
+        while not calls[-1].report.complete and len(calls) < 20:
+            calls.append(call(0.5))
+        assert len(calls) > 2 and not calls[0].report.complete
+        # a step a call (an entry a later step changed is brought up to date again)
+        assert all(c.brought_up_to_date <= 3 for c in calls)
+        assert max(rows.asked) <= 3  # each step's neighbours: its entries, not the scope
+        assert _outcome(mem) == whole
+        rows.asked.clear()
+        again = call(60.0)
+        assert again.brought_up_to_date == 0 and rows.asked == [] and again.report.complete
+
+
+def test_a_memory_changed_since_is_brought_up_to_date_again(tmp_path: Path) -> None:
+    with _memory(tmp_path / "m.db") as mem:
+        first = mem.offline_update_pending(max_seconds=60, user_id=USER)
+        assert first.report.complete and first.brought_up_to_date == len(_turns())
+        assert mem.offline_update_pending(max_seconds=60, user_id=USER).brought_up_to_date == 0
+        pottery = next(e for e in mem.list_entries(limit=100, user_id=USER) if "pottery" in e.text)
+        mem.update(pottery.id, "I signed up for a pottery class at the museum again.", user_id=USER)
+        mem.add_memory(
+            {"content": "These days my favourite tea is rooibos.", "speaker_name": "Lena",
+             "timestamp": "2023-12-10T10:00:00"},
+            force_extract=True, user_id=USER,
+        )  # fmt: skip
+        again = mem.offline_update_pending(max_seconds=60, user_id=USER)
+        assert again.brought_up_to_date == 2 and again.report.reviewed > 0
+        with pytest.raises(InvalidInputError, match="max_seconds"):
+            mem.offline_update_pending(max_seconds=0, user_id=USER)
+
+
+def test_what_the_updater_deferred_stays_pending(tmp_path: Path) -> None:
+    with _memory(tmp_path / "m.db") as mem:
+
+        def call(updater: Updater) -> update_pending.PendingUpdate:
+            return update_pending.update_pending(
+                mem.store, mem.embedder, updater, Scope(USER), 20, 10, -1.0, 1e18
+            )
+
+        deferring = _Deferring(mem.updater)
+        first = call(deferring)
+        deferred = set(first.report.deferred)
+        assert deferred and first.brought_up_to_date == len(_turns()) - len(deferred)
+        second = call(_Asked(mem.updater))
+        assert second.brought_up_to_date >= len(deferred) and second.report.examined
