@@ -342,6 +342,7 @@ def run_update(
     step_chars: int = STEP_CHARS,
     deadline: float | None = None,
     recheck: bool = False,
+    queue: Mapping[str, Sequence[ScoredId]] | None = None,
 ) -> UpdateReport:
     """Apply ``updater`` to every queued entry (or to ``only``) and its candidates above
     ``score_threshold``, newest first, in batches of ``updater.pairs_per_call`` pairs.
@@ -352,8 +353,10 @@ def run_update(
     (``time.monotonic()``): past it no further step starts, and the report says
     ``complete=False``. An item the updater was shown before, unchanged, is skipped
     (see :mod:`.update_checks`), so a pass stopped at its deadline resumes where it
-    stopped; ``recheck`` shows every item again."""
-    queue = store.load_update_queue(scope)
+    stopped; ``recheck`` shows every item again. ``queue``: the rows to use instead of
+    the scope's stored queue."""
+    if queue is None:
+        queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
     key = checks_key(updater.signature) if isinstance(updater, Signed) else None
     state = _UpdateState(key, recheck)

@@ -64,15 +64,19 @@ def update_pending(
     step: int = PENDING_STEP,
 ) -> PendingUpdate:
     """Bring the entries of ``scope`` pending at the review up to date, ``step`` at a
-    time, starting no step past ``deadline`` (``time.monotonic()``)."""
+    time, starting no step past ``deadline`` (``time.monotonic()``) but the first, so
+    every call goes on even where reading the scope took longer than the deadline."""
     ids, matrix, groups, said = scope_vectors(store, scope)
     position = {i: n for n, i in enumerate(ids)}
     times = [said.get(i) for i in ids]
+    keep = min(top_k, keep_top_n)
+    k = max(keep, REVIEW_K)  # one build gives both: a row's first k are its k nearest
     total: UpdateReport | None = None
     done, after = 0, 0
     complete = True
     while True:
-        if time.monotonic() > deadline:
+        first = total is None
+        if not first and time.monotonic() > deadline:
             complete = False
             break
         found = store.unchecked_entries(scope, REVIEW, after, step)
@@ -80,11 +84,11 @@ def update_pending(
             break
         after = found[-1][0]
         chunk = [i for _, i in found if i in position]  # stored since the vectors were read
-        rows = [position[i] for i in chunk]
-        queue = build_queue(ids, matrix, groups, top_k, keep_top_n, times=times, rows=rows)
-        near = build_queue(ids, matrix, groups, REVIEW_K, REVIEW_K, times=times, rows=rows)
+        near = build_queue(
+            ids, matrix, groups, k, k, times=times, rows=[position[i] for i in chunk]
+        )
+        queue = {i: row[:keep] for i, row in near.items()}
         store.save_update_queue(queue)
-        nearest = {i: near[i] for i in in_time_order(chunk, said.get) if i in near}
         report = run_update(
             store,
             embedder,
@@ -92,14 +96,15 @@ def update_pending(
             scope,
             score_threshold,
             only=chunk,
-            nearest=nearest,
-            deadline=deadline,
+            nearest={i: near[i][:REVIEW_K] for i in in_time_order(chunk, said.get) if i in near},
+            deadline=None if first else deadline,
+            queue=queue,
         )
         total = report if total is None else _sum(total, report)
         if not report.complete:
             complete = False
             break
-        kept = [i for i in chunk if i not in report.deferred]
+        kept = [i for i in chunk if i not in report.deferred and i not in report.deleted]
         store.mark_update_checked(REVIEW, kept)
         done += len(kept)
     report = total or UpdateReport(0, (), ())
