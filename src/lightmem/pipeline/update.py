@@ -316,6 +316,21 @@ class UpdateReport:
     #: newer entries the updater could not decide about (``defer``): shown again next pass
     deferred: tuple[str, ...] = ()
 
+    def then(self, later: UpdateReport) -> UpdateReport:
+        """This report and that of a ``later`` pass as one (complete as the later one)."""
+        return UpdateReport(
+            self.examined + later.examined,
+            tuple(dict.fromkeys((*self.updated, *later.updated))),
+            tuple(sorted({*self.deleted, *later.deleted})),
+            self.rejected + later.rejected,
+            self.pairs + later.pairs,
+            (*self.superseded, *later.superseded),
+            self.reviewed + later.reviewed,
+            complete=later.complete,
+            skipped=self.skipped + later.skipped,
+            deferred=tuple(sorted({*self.deferred, *later.deferred})),
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "complete": self.complete,

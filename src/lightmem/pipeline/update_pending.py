@@ -87,8 +87,7 @@ def update_pending(
         near = build_queue(
             ids, matrix, groups, k, k, times=times, rows=[position[i] for i in chunk]
         )
-        queue = {i: row[:keep] for i, row in near.items()}
-        store.save_update_queue(queue)
+        queue = {i: row[:keep] for i, row in near.items()}  # given to the pass, not stored
         report = run_update(
             store,
             embedder,
@@ -100,7 +99,7 @@ def update_pending(
             deadline=None if first else deadline,
             queue=queue,
         )
-        total = report if total is None else _sum(total, report)
+        total = report if total is None else total.then(report)
         if not report.complete:
             complete = False
             break
@@ -109,18 +108,3 @@ def update_pending(
         done += len(kept)
     report = total or UpdateReport(0, (), ())
     return PendingUpdate(done, replace(report, complete=complete))
-
-
-def _sum(a: UpdateReport, b: UpdateReport) -> UpdateReport:
-    return UpdateReport(
-        a.examined + b.examined,
-        tuple(dict.fromkeys((*a.updated, *b.updated))),
-        tuple(sorted({*a.deleted, *b.deleted})),
-        a.rejected + b.rejected,
-        a.pairs + b.pairs,
-        (*a.superseded, *b.superseded),
-        a.reviewed + b.reviewed,
-        complete=b.complete,
-        skipped=a.skipped + b.skipped,
-        deferred=tuple(sorted({*a.deferred, *b.deferred})),
-    )

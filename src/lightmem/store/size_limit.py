@@ -17,8 +17,9 @@ RECLAIM_FROM = 0.9
 class SizeLimit:
     """Checked before an operation adds what a caller gives (memories, knowledge, tasks):
     past ``max_bytes`` of stored data (:meth:`Database.size_bytes`) it is refused with
-    :class:`StoreFullError`. One operation may pass the limit by its own size (a request's
-    is bounded), so a store stops growing at about the limit; reads, deletes, purges, the
+    :class:`StoreFullError`. An operation checked in time may pass the limit by what it
+    stores (a few times its text with indexes and history; a request's text is bounded),
+    and operations running at once each pass the check; reads, deletes, purges, the
     offline update and extraction of turns already buffered go on. None: no limit."""
 
     def __init__(self, db: Database, max_bytes: int | None = None) -> None:
