@@ -79,7 +79,9 @@ def _full_store(path: Path, embedder: WordLlamaEmbedder) -> dict[str, str]:
         first, second = mem.list_entries(limit=2, user_id="u")
         mem.update(first.id, "edited fact about the garden", user_id="u")
         mem.construct_update_queue_all_entries(5, 3, user_id="u")
-        mem.store.save_update_checks("review", {second.id: "what the updater was shown"})
+        shown = {second.id: "what the updater was shown"}
+        mem.store.save_update_checks("review", "the updater's key", shown, {second.id: 0.75})
+        mem.store.flag_update_checks("review", [second.id])  # an earlier entry moved
         mem.add_memory({"id": "late", "content": "not extracted yet"}, user_id="u")
         agent = FluxMemAgent.on_store(mem.store, embedder)
         agent.add_knowledge(DOCS, source="handbook")

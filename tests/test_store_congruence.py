@@ -117,12 +117,15 @@ def _step(store: MemoryStore, op: str, i: int, scope: Scope, words: list[str]) -
             ids, _m, _g = store.vectors(scope, Filters(kinds=("entry",)))
             store.save_update_queue({x: [(y, 0.5) for y in ids if y != x][:2] for x in ids})
             return store.load_update_queue(scope)
-        if op == "checks":  # recorded per stage, read back by id (unknown ids: none)
-            stage = ("decide", "review")[i % 2]
-            store.save_update_checks(stage, {f"e{j}": f"{text} {j}" for j in range(i % 4)})
-            store.mark_update_checked(stage, [f"e{j}" for j in range(i % 4, i % 6)])
-            unchecked = [e for _, e in store.unchecked_entries(scope, stage, 0, 5)]
-            return store.load_update_checks(stage, [f"e{j}" for j in range(8)]), unchecked
+        if op == "checks":  # recorded per stage and updater, read back by id and scope
+            stage, key = ("decide", "review")[i % 2], ("k1", "k2")[i % 3 == 0]
+            digests = {f"e{j}": f"{text} {j}" for j in range(i % 4)}
+            store.save_update_checks(stage, key, digests, {"e0": 0.25 * (i % 3), "e1": None})
+            store.mark_update_checked(stage, key, {f"e{j}": 0.5 for j in range(i % 4, i % 6)})
+            store.flag_update_checks(stage, [f"e{i % 5}", "unknown"])
+            unchecked = [(p.id, p.moved) for p in store.unchecked_entries(scope, stage, key, 0, 5)]
+            reach = store.load_update_reach(scope, stage, "k1")
+            return store.load_update_checks(stage, [f"e{j}" for j in range(8)]), unchecked, reach
         filters = (
             Filters(),
             Filters(speaker="ann"),

@@ -4,8 +4,11 @@ whole-scope pass decides."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -137,7 +140,9 @@ def test_a_memory_changed_since_is_brought_up_to_date_again(tmp_path: Path) -> N
             force_extract=True, user_id=USER,
         )  # fmt: skip
         again = mem.offline_update_pending(max_seconds=60, user_id=USER)
-        assert again.brought_up_to_date == 2 and again.report.reviewed > 0
+        # the edited memory, the new one, and the one memory said after the pottery class
+        # (fewer earlier memories than the review shows: any edit before it reaches it)
+        assert again.brought_up_to_date == 3 and again.report.reviewed > 0
         with pytest.raises(InvalidInputError, match="max_seconds"):
             mem.offline_update_pending(max_seconds=0, user_id=USER)
 
@@ -154,6 +159,119 @@ def test_what_the_updater_deferred_stays_pending(tmp_path: Path) -> None:
         first = call(deferring)
         deferred = set(first.report.deferred)
         assert deferred and first.brought_up_to_date == len(_turns()) - len(deferred)
+        # asked once a call (the call's second look from the start leaves them)
+        assert len(deferring.reviewed) == len({newer for newer, _ in deferring.reviewed})
         second = call(_Asked(mem.updater))
         taken = second.brought_up_to_date + len(second.report.deleted)
         assert taken >= len(deferred) and second.report.examined
+
+
+def _whole_pass(mem: LightMemory) -> None:
+    mem.construct_update_queue_all_entries(user_id=USER)
+    mem.offline_update_all_entries(0.8, user_id=USER)
+
+
+def _pending(mem: LightMemory) -> update_pending.PendingUpdate:
+    done = mem.offline_update_pending(max_seconds=60, user_id=USER)
+    assert done.report.complete
+    return done
+
+
+def _replaced_by(mem: LightMemory, word: str) -> str:
+    entries = mem.list_entries({"kind": "entry"}, limit=1000, user_id=USER)
+    text = {e.id: e.text for e in entries}
+    return next(text.get(e.superseded_by, "") for e in entries if word in e.text)
+
+
+@pytest.mark.parametrize("bring_up", [_pending, _whole_pass], ids=["pending", "whole"])
+def test_an_edit_is_offered_to_the_later_memories_that_may_replace_it(
+    tmp_path: Path, bring_up: object
+) -> None:
+    """An earlier memory edited into one a later memory changes ("I live in Chicago" said
+    before "we moved to Denver") is superseded by it, as the whole-scope pass decides."""
+    with _memory(tmp_path / "m.db") as mem:
+        _pending(mem)
+        ines = next(e for e in mem.list_entries(limit=100, user_id=USER) if "Ines" in e.text)
+        mem.update(ines.id, "I live in Chicago, near the lake.", user_id=USER)
+        assert _replaced_by(mem, "Chicago") == ""
+        assert callable(bring_up)
+        bring_up(mem)
+        assert "Denver" in _replaced_by(mem, "Chicago")
+        before = _outcome(mem)
+        _whole_pass(mem)  # nothing left that the whole pass would decide otherwise
+        assert _outcome(mem) == before
+
+
+def test_a_backlog_said_before_is_offered_to_the_later_memories(tmp_path: Path) -> None:
+    """A memory said in January but stored after the later ones were brought up to date
+    is superseded by the later one that changes it, as the whole-scope pass decides."""
+    boston, *rest = _turns()
+    outcomes = []
+    for name in ("pending", "whole"):
+        with LightMemory.from_config({"store": {"path": str(tmp_path / f"{name}.db")}}) as mem:
+            mem.add_memory(rest, force_extract=True, user_id=USER)
+            _pending(mem)
+            mem.add_memory(boston, force_extract=True, user_id=USER)
+            if name == "pending":
+                done = _pending(mem)
+                assert done.brought_up_to_date > 1  # the backlog and the later ones it reaches
+                assert _pending(mem).brought_up_to_date == 0
+            else:
+                _whole_pass(mem)
+            assert "Denver" in _replaced_by(mem, "Boston")
+            outcomes.append(_outcome(mem))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_another_updater_brings_every_memory_up_to_date_again(tmp_path: Path) -> None:
+    with _memory(tmp_path / "m.db") as mem:
+
+        def call(updater: Updater) -> update_pending.PendingUpdate:
+            return update_pending.update_pending(
+                mem.store, mem.embedder, updater, Scope(USER), 20, 10, -1.0, 1e18
+            )
+
+        first = call(_Asked(mem.updater, "model a"))
+        kept = len(mem.list_entries({"kind": "entry"}, limit=100, user_id=USER))
+        assert first.brought_up_to_date == kept
+        assert call(_Asked(mem.updater, "model a")).brought_up_to_date == 0
+        other = _Asked(mem.updater, "model b")
+        assert call(other).brought_up_to_date == kept and other.reviewed
+
+
+def _facts(n: int) -> list[dict[str, Any]]:
+    """``n`` distinct everyday facts, one a day."""
+    people = ["sister", "brother", "cousin", "neighbour", "colleague", "uncle"]
+    names = ["Ana", "Bo", "Cem", "Dita", "Eli", "Finn", "Gus", "Hana", "Ivo", "Jun"]
+    did = [
+        "bought a red bicycle", "adopted a grey kitten", "started learning the cello",
+        "ran a marathon", "opened a bakery", "repaired an old clock", "planted an apple tree",
+        "painted the kitchen blue", "wrote a short novel", "joined a chess club",
+    ]  # fmt: skip
+    places = ["Lisbon", "Oslo", "Nairobi", "Quito", "Hanoi", "Perth"]
+    combos = [(a, b, c) for a in range(6) for b in range(10) for c in range(10)]
+    random.Random(1).shuffle(combos)
+    return [
+        {
+            "id": f"f{i}",
+            "speaker_name": "Lena",
+            "content": f"My {people[a]} {names[b]} {did[c]} in {places[(a + b + c) % 6]}.",
+            "timestamp": (datetime(2023, 1, 1) + timedelta(days=i)).isoformat(),
+        }
+        for i, (a, b, c) in enumerate(combos[:n])
+    ]
+
+
+def test_an_edit_reaches_only_the_later_memories_it_is_near(tmp_path: Path) -> None:
+    """Of the memories said after an edited one, only those whose review it would join
+    (at least as like them as the last earlier memory they were shown) are taken again."""
+    with LightMemory.from_config({"store": {"path": str(tmp_path / "m.db")}}) as mem:
+        mem.add_memory(_facts(120), force_extract=True, user_id=USER)
+        _pending(mem)
+        entries = mem.list_entries({"kind": "entry"}, limit=1000, user_id=USER)
+        entries.sort(key=lambda e: e.timestamp or datetime.min)
+        edited = entries[3]
+        mem.update(edited.id, "My sister Ana moved to a flat near the harbour.", user_id=USER)
+        done = _pending(mem)
+        later = len(entries) - 4
+        assert 1 + update.REVIEW_K <= done.brought_up_to_date < 1 + later

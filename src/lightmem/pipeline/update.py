@@ -18,6 +18,7 @@ from lightmem.pipeline import statements
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.pipeline.update_checks import DECIDE, REVIEW, checks_key, item_digest
+from lightmem.pipeline.update_reach import earlier_mask, review_floor
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.provisional import is_provisional
 from lightmem.text import content_terms
@@ -47,6 +48,7 @@ __all__ = [
     "scope_entries",
     "scope_queue",
     "scope_vectors",
+    "updater_key",
 ]
 
 log = logging.getLogger("lightmem.update")
@@ -122,6 +124,13 @@ class Signed(Protocol):
     def signature(self) -> str: ...
 
 
+def updater_key(updater: Updater) -> str | None:
+    """What the checks of ``updater``'s decisions are recorded under
+    (:func:`~lightmem.pipeline.update_checks.checks_key`); None for an updater without a
+    ``signature``: it is shown every item, and nothing is recorded."""
+    return checks_key(updater.signature) if isinstance(updater, Signed) else None
+
+
 #: Caps of ``top_k`` / ``keep_top_n``: the queue holds at most this many candidates per entry,
 #: so its size (and the update work it causes) grows linearly with the number of entries.
 MAX_TOP_K = 100
@@ -148,9 +157,8 @@ def build_queue(
     entries of the same group (scope).
 
     ``ids``/``matrix`` rows are in insertion order; ``times`` (seconds, None for an entry
-    without a timestamp) are when each was said. Of two entries with a time, the one said
-    first is the earlier, whichever was stored first (a backlog imported newest first);
-    otherwise, and at equal times, the one stored first. Work is done in numpy blocks, so
+    without a timestamp) are when each was said (which is earlier: :func:`earlier_mask`).
+    Work is done in numpy blocks, so
     10k entries take well under a second; memory is O(block x n); the work grows with
     the entries asked for times all of them.
     """
@@ -169,15 +177,11 @@ def build_queue(
     if len(t) != n:
         raise InvalidInputError(f"times: expected {n} values (one per id), got {len(t)}")
     queue: dict[str, list[ScoredId]] = {}
-    cols = np.arange(n)
     wanted = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
     for start in range(0, len(wanted), block):
         at = wanted[start : start + block]
         sims = matrix[at] @ matrix.T
-        t_row, t_col = t[at, None], t[None, :]
-        by_time = ~np.isnan(t_row) & ~np.isnan(t_col) & (t_row != t_col)
-        earlier = np.where(by_time, t_col < t_row, cols[None, :] < at[:, None])
-        invalid = ~earlier | (g[None, :] != g[at, None])
+        invalid = ~earlier_mask(at, t) | (g[None, :] != g[at, None])
         sims[invalid] = -np.inf
         kk = min(keep, n)
         top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
@@ -373,8 +377,7 @@ def run_update(
     if queue is None:
         queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    key = checks_key(updater.signature) if isinstance(updater, Signed) else None
-    state = _UpdateState(key, recheck)
+    state = _UpdateState(updater_key(updater), recheck)
     batch: list[UpdateItem] = []
     pairs = held = 0
     order = targets[::-1]  # newest first: it absorbs its older duplicates
@@ -464,15 +467,22 @@ class _UpdateState:
         self.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
 
     def record(
-        self, store: MemoryStore, stage: str, items: Sequence[UpdateItem], deferred: set[str]
+        self,
+        store: MemoryStore,
+        stage: str,
+        items: Sequence[UpdateItem],
+        deferred: set[str],
+        nearest: Mapping[str, Sequence[ScoredId]] | None = None,
     ) -> None:
         """Record that the updater was shown ``items`` (their digests as shown), but those
-        whose newer entry it deferred."""
+        whose newer entry it deferred; at the review with the floor of each one's
+        ``nearest`` (:func:`~lightmem.pipeline.update_reach.review_floor`)."""
         self.deferred |= deferred
         if self.key is None:
             return
         shown = {it.newer.id: self.digest(it) for it in items if it.newer.id not in deferred}
-        store.save_update_checks(stage, shown)
+        floors = {i: review_floor(nearest[i], REVIEW_K) for i in shown} if nearest else None
+        store.save_update_checks(stage, self.key, shown, floors)
 
     def past(self, deadline: float | None) -> bool:
         """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
@@ -639,7 +649,7 @@ def _review_step(
         except NotFoundError:  # deleted by another writer since it was read (see _apply)
             log.info("review action on %r skipped: deleted by another writer", old.id)
             state.vanished.add(old.id)
-    state.record(store, REVIEW, items, deferred)
+    state.record(store, REVIEW, items, deferred, nearest)
 
 
 def online_update(

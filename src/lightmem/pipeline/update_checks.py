@@ -34,8 +34,10 @@ REVIEW = "review"
 
 def checks_key(signature: str) -> str:
     """What, besides the entries, a decision depends on: the updater (its ``signature``:
-    model, rules) and lightmem's code (its prompts, detector and readers)."""
-    return f"lightmem {_code()}; {signature}"
+    model, rules) and lightmem's code (its prompts, detector and readers), as a digest
+    (each check stores it)."""
+    shown = f"lightmem {_code()}; {signature}"
+    return hashlib.sha256(shown.encode()).hexdigest()[:32]
 
 
 @functools.cache  # the files of a running process do not change under it

@@ -4,18 +4,24 @@ at a time to a deadline: what a server's update request runs.
 The whole-scope pass (:func:`~lightmem.pipeline.update.run_update` after
 :func:`~lightmem.pipeline.update.scope_queue`) builds the queue and the review's neighbours
 of every entry before it starts, work that grows with the square of the scope and does not
-stop at a deadline. Here only the entries with nothing recorded at the review, or changed
-since, are taken, :data:`PENDING_STEP` at a time in the order stored: their queue rows and
-review neighbours over the scope (the work grows with those entries times the scope), then
-the pass over just them. Past the deadline no further step starts, and the next call goes
-on with what is still pending. A step that completed marks its entries brought up to date
-(but those the updater deferred).
+stop at a deadline. Here only the pending entries are taken, :data:`PENDING_STEP` at a time
+in the order stored: their queue rows and review neighbours over the scope (the work grows
+with those entries times the scope), then the pass over just them. An entry is pending at
+the review when it has no check there, changed since its check, was checked under another
+updater or code (:func:`~lightmem.pipeline.update_checks.checks_key`), or an earlier entry
+new or changed reaches it: joins the nearest earlier entries its review shows
+(:func:`~lightmem.pipeline.update_reach.moved_reach`; a backlog imported late is offered
+to the later entries, an edited or restored memory to those that may replace it). Past the
+deadline no further step starts, and the next call goes on with what is still pending. A
+step that completed marks its entries brought up to date (but those the updater deferred)
+and flags the later entries its new or changed ones reach; a call goes once more from the
+start for what its own steps made pending behind them.
 
-What it does not see, and the whole-scope pass does: an entry stored now but said before
-entries already brought up to date (a backlog imported late) is compared with the earlier
-ones, not offered to the later ones as what they may replace. "Changed since" compares the
-clocks of the processes that wrote and checked: servers sharing a PostgreSQL store should
-keep theirs in step.
+What it does not see, and the whole-scope pass does: a memory deleted, or edited into one
+less like a later memory than before, leaves the later memories that showed it with what
+they were shown (the whole pass would show them the next nearest). "Changed since" compares
+the clocks of the processes that wrote and checked: servers sharing a PostgreSQL store
+should keep theirs in step.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from lightmem.pipeline.update import (
     in_time_order,
     run_update,
     scope_vectors,
+    updater_key,
 )
 from lightmem.pipeline.update_checks import REVIEW
+from lightmem.pipeline.update_reach import moved_reach, review_floor
 from lightmem.store.base import MemoryStore
 from lightmem.types import Scope
 
@@ -41,12 +49,18 @@ __all__ = ["PENDING_STEP", "PendingUpdate", "update_pending"]
 
 #: Entries brought up to date per step (each step's work: these times the scope).
 PENDING_STEP = 256
+#: Looks over the pending entries from the start a call takes at most: a step makes
+#: entries pending behind it (a supersession changes the memory it replaces, which later
+#: memories were shown; a backlog reaches later memories stored before it), which the next
+#: look takes; an updater that keeps changing what it decided cannot hold a call longer.
+_LOOKS = 4
 
 
 @dataclass(frozen=True, slots=True)
 class PendingUpdate:
-    """What :func:`update_pending` did: entries brought up to date, and the passes' sum
-    (``complete``: nothing is pending any more, as far as this call looked)."""
+    """What :func:`update_pending` did: entries brought up to date (each once however
+    often it was taken), and the passes' sum (``complete``: nothing is pending any more
+    but what the updater deferred)."""
 
     brought_up_to_date: int
     report: UpdateReport
@@ -69,24 +83,40 @@ def update_pending(
     ids, matrix, groups, said = scope_vectors(store, scope)
     position = {i: n for n, i in enumerate(ids)}
     times = [said.get(i) for i in ids]
+    key = updater_key(updater) or ""  # an updater without one: checks are marked under ""
+    reach = store.load_update_reach(scope, REVIEW, key)
+    floors = {position[i]: f for i, f in reach.items() if i in position}
     keep = min(top_k, keep_top_n)
     k = max(keep, REVIEW_K)  # one build gives both: a row's first k are its k nearest
     total: UpdateReport | None = None
-    done, after = 0, 0
+    brought: set[str] = set()
+    after, looks, took = 0, 1, False
     complete = True
     while True:
         first = total is None
         if not first and time.monotonic() > deadline:
             complete = False
             break
-        found = store.unchecked_entries(scope, REVIEW, after, step)
+        found = store.unchecked_entries(scope, REVIEW, key, after, step)
         if not found:
-            break
-        after = found[-1][0]
-        chunk = [i for _, i in found if i in position]  # stored since the vectors were read
-        near = build_queue(
-            ids, matrix, groups, k, k, times=times, rows=[position[i] for i in chunk]
-        )
+            if not took:
+                break  # a look from the start found nothing to take: all up to date
+            if looks == _LOOKS:
+                complete = False
+                break
+            # from the start again, for what this look's steps made pending behind them
+            after, looks, took = 0, looks + 1, False
+            continue
+        after = found[-1].rid
+        # not those stored since the vectors were read, nor those deferred in this call
+        held = set(total.deferred) if total else set()
+        pending = [p for p in found if p.id in position and p.id not in held]
+        if not pending:
+            continue
+        took = True
+        chunk = [p.id for p in pending]
+        rows = [position[i] for i in chunk]
+        near = build_queue(ids, matrix, groups, k, k, times=times, rows=rows)
         queue = {i: row[:keep] for i, row in near.items()}  # given to the pass, not stored
         report = run_update(
             store,
@@ -103,8 +133,15 @@ def update_pending(
         if not report.complete:
             complete = False
             break
-        kept = [i for i in chunk if i not in report.deferred and i not in report.deleted]
-        store.mark_update_checked(REVIEW, kept)
-        done += len(kept)
+        gone = set(report.deferred) | set(report.deleted)
+        kept = {i: review_floor(near.get(i, []), REVIEW_K) for i in chunk if i not in gone}
+        moved = [position[p.id] for p in pending if p.moved]
+        reached = moved_reach(matrix, groups, times, moved, floors) - set(rows)
+        store.flag_update_checks(REVIEW, [ids[n] for n in reached])
+        store.mark_update_checked(REVIEW, key, kept)
+        for n in reached:
+            del floors[n]
+        floors.update((position[i], f) for i, f in kept.items())
+        brought.update(kept)
     report = total or UpdateReport(0, (), ())
-    return PendingUpdate(done, replace(report, complete=complete))
+    return PendingUpdate(len(brought), replace(report, complete=complete))

@@ -12,7 +12,7 @@ from lightmem.ledger import UsageRecord
 from lightmem.store.graph import GraphStore
 from lightmem.store.purge import PurgeReport
 from lightmem.store.reembed import ReembedReport, TextEmbedder
-from lightmem.store.values import BufferedMessage, MessageStatus, ScoredId, Vector
+from lightmem.store.values import BufferedMessage, MessageStatus, PendingEntry, ScoredId, Vector
 from lightmem.types import Filters, HistoryEvent, MemoryEntry, Message, Scope
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "MemoryStore",
     "MessageBuffer",
     "MessageStatus",
+    "PendingEntry",
     "ScoredId",
     "Vector",
 ]
@@ -136,20 +137,39 @@ class Bookkeeping(Protocol):
 
     def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None: ...
     def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]: ...
-    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
-        """Record, by entry id, the digest of what the offline update asked at ``stage``."""
+    def save_update_checks(
+        self,
+        stage: str,
+        key: str,
+        digests: Mapping[str, str],
+        min_scores: Mapping[str, float | None] | None = None,
+    ) -> None:
+        """Record, by entry id, the digest of what the offline update asked at ``stage``
+        under ``key`` (the updater and code), and at the review the likeness of the last
+        earlier entry shown (None or absent: fewer were shown than asked for)."""
 
     def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
         """The digests recorded at ``stage`` for those of ``ids`` that have one."""
 
-    def mark_update_checked(self, stage: str, ids: Sequence[str]) -> None:
-        """Note that ``ids`` were brought up to date at ``stage`` now."""
+    def mark_update_checked(
+        self, stage: str, key: str, min_scores: Mapping[str, float | None]
+    ) -> None:
+        """Note that the entries ``min_scores`` is keyed by were brought up to date at
+        ``stage`` under ``key`` now (a digest recorded for them stays)."""
+
+    def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
+        """Note that an earlier entry like each of ``ids`` moved (is new or changed): their
+        checks at ``stage`` are out of date (see :meth:`unchecked_entries`)."""
 
     def unchecked_entries(
-        self, scope: Scope, stage: str, after: int, limit: int
-    ) -> list[tuple[int, str]]:
-        """``(rid, id)`` of the scope's extracted entries past row ``after`` with nothing
-        recorded at ``stage`` or changed since, in the order stored, at most ``limit``."""
+        self, scope: Scope, stage: str, key: str, after: int, limit: int
+    ) -> list[PendingEntry]:
+        """The scope's extracted entries past row ``after`` with no check at ``stage`` under
+        ``key``, changed since theirs, or flagged, in the order stored, at most ``limit``."""
+
+    def load_update_reach(self, scope: Scope, stage: str, key: str) -> dict[str, float | None]:
+        """By entry id, the ``min_scores`` of the scope's checks at ``stage`` that are up to
+        date under ``key`` (the entries :meth:`unchecked_entries` does not return)."""
 
     def record_usage(self, records: Sequence[UsageRecord]) -> None:
         """Add to the persisted usage ledger (kept in memory on a read-only store)."""

@@ -12,7 +12,7 @@ from lightmem.store.db import Database, Session
 from lightmem.store.provisional import PREFIX
 from lightmem.store.size_limit import SizeLimit
 from lightmem.store.sql import IN_CHUNK, counts_dict, dumps, json_value, placeholders, scope_sql
-from lightmem.store.values import ScoredId
+from lightmem.store.values import PendingEntry, ScoredId
 from lightmem.types import Scope
 
 __all__ = ["SQLBookkeeping"]
@@ -65,18 +65,34 @@ class SQLBookkeeping:
     def size_bytes(self) -> int:
         return self.db.size_bytes()
 
-    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
+    def save_update_checks(
+        self,
+        stage: str,
+        key: str,
+        digests: Mapping[str, str],
+        min_scores: Mapping[str, float | None] | None = None,
+    ) -> None:
         """Record what the offline update asked of these entries at ``stage``, by entry id
         (a read-only store keeps none: its next pass asks again)."""
-        self._write_checks(stage, list(digests.items()), keep_digest=False)
+        scores = min_scores or {}
+        rows = [(eid, d, scores.get(eid)) for eid, d in digests.items()]
+        self._write_checks(stage, key, rows, keep_digest=False)
 
-    def mark_update_checked(self, stage: str, ids: Sequence[str]) -> None:
-        """Note that ``ids`` were brought up to date at ``stage`` now (a digest recorded
-        for them stays; one with none gets an empty one, which no item matches)."""
-        self._write_checks(stage, [(eid, "") for eid in ids], keep_digest=True)
+    def mark_update_checked(
+        self, stage: str, key: str, min_scores: Mapping[str, float | None]
+    ) -> None:
+        """Note that these entries were brought up to date at ``stage`` now (a digest
+        recorded for them stays; one with none gets an empty one, which no item matches)."""
+        rows = [(eid, "", score) for eid, score in min_scores.items()]
+        self._write_checks(stage, key, rows, keep_digest=True)
 
     def _write_checks(
-        self, stage: str, rows: Sequence[tuple[str, str]], *, keep_digest: bool
+        self,
+        stage: str,
+        key: str,
+        rows: Sequence[tuple[str, str, float | None]],
+        *,
+        keep_digest: bool,
     ) -> None:
         if not rows or self.db.read_only:
             return
@@ -84,27 +100,54 @@ class SQLBookkeeping:
         digest = "" if keep_digest else "digest = excluded.digest, "
         with self.db.transaction() as s:
             s.many(
-                "INSERT INTO update_checks VALUES (?, ?, ?, ?) ON CONFLICT (entry_id, stage) "
-                f"DO UPDATE SET {digest}checked_at = excluded.checked_at",
-                [(eid, stage, d, now) for eid, d in rows],
+                "INSERT INTO update_checks (entry_id, stage, digest, checked_at, updater_key, "
+                "min_score, neighbour_moved) VALUES (?, ?, ?, ?, ?, ?, 0) "
+                f"ON CONFLICT (entry_id, stage) DO UPDATE SET {digest}"
+                "checked_at = excluded.checked_at, updater_key = excluded.updater_key, "
+                "min_score = excluded.min_score, neighbour_moved = 0",
+                [(eid, stage, d, now, key, score) for eid, d, score in rows],
             )
 
+    def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
+        if not ids or self.db.read_only:
+            return
+        with self.db.transaction() as s:
+            for start in range(0, len(ids), IN_CHUNK):
+                chunk = ids[start : start + IN_CHUNK]
+                s.execute(
+                    "UPDATE update_checks SET neighbour_moved = 1 WHERE stage = ? "
+                    f"AND entry_id IN ({placeholders(chunk)})",
+                    (stage, *chunk),
+                )
+
     def unchecked_entries(
-        self, scope: Scope, stage: str, after: int, limit: int
-    ) -> list[tuple[int, str]]:
-        """``(rid, id)`` of the scope's extracted entries past row ``after`` with nothing
-        recorded at ``stage`` or changed since, in the order stored, at most ``limit``."""
+        self, scope: Scope, stage: str, key: str, after: int, limit: int
+    ) -> list[PendingEntry]:
         where, params = scope_sql(self.db.dialect, scope, "e.")
         with self.db.read() as s:
             rows = s.all(
-                "SELECT e.rid, e.id FROM entries e LEFT JOIN update_checks c "
+                "SELECT e.rid, e.id, c.entry_id IS NULL OR e.updated_at > c.checked_at "
+                "FROM entries e LEFT JOIN update_checks c "
                 "ON c.entry_id = e.id AND c.stage = ? "
                 f"WHERE {where} AND e.kind = 'entry' AND e.id NOT LIKE ? AND e.rid > ? "
-                "AND (c.entry_id IS NULL OR e.updated_at > c.checked_at) "
+                "AND (c.entry_id IS NULL OR e.updated_at > c.checked_at "
+                "OR c.updater_key <> ? OR c.neighbour_moved = 1) "
                 "ORDER BY e.rid LIMIT ?",
-                (stage, *params, PREFIX + "%", after, limit),
+                (stage, *params, PREFIX + "%", after, key, limit),
             )
-        return [(int(r[0]), str(r[1])) for r in rows]
+        return [PendingEntry(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+
+    def load_update_reach(self, scope: Scope, stage: str, key: str) -> dict[str, float | None]:
+        where, params = scope_sql(self.db.dialect, scope, "e.")
+        with self.db.read() as s:
+            rows = s.all(
+                "SELECT e.id, c.min_score FROM entries e JOIN update_checks c "
+                "ON c.entry_id = e.id AND c.stage = ? "
+                f"WHERE {where} AND e.kind = 'entry' AND e.updated_at <= c.checked_at "
+                "AND c.updater_key = ? AND c.neighbour_moved = 0",
+                (stage, *params, key),
+            )
+        return {str(r[0]): None if r[1] is None else float(r[1]) for r in rows}
 
     def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}

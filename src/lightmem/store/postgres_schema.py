@@ -26,6 +26,7 @@ from lightmem.store.schema_tables import (
     graph_scope,
     graph_tables,
     reembed_vectors,
+    update_check_reach,
     update_checks,
 )
 from lightmem.store.sessions import task_session_steps, task_sessions_table
@@ -172,4 +173,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("update_checks", update_checks(_TYPES)),
     # The postings trigger splits each row's terms once (it split them once per term).
     Migration("pg_postings_split_once", POSTINGS_FUNCTION_SQL),
+    Migration("update_check_reach", update_check_reach(_TYPES)),
 )

@@ -16,6 +16,7 @@ __all__ = [
     "graph_scope",
     "graph_tables",
     "reembed_vectors",
+    "update_check_reach",
     "update_checks",
 ]
 
@@ -191,4 +192,19 @@ CREATE TABLE IF NOT EXISTS update_checks (
     checked_at {t.real} NOT NULL,
     PRIMARY KEY (entry_id, stage)
 )
+"""
+
+
+def update_check_reach(t: ColumnTypes) -> str:
+    """What a check says besides its digest, so that what changes reaches the checks it
+    concerns (:mod:`lightmem.pipeline.update_pending`): ``updater_key``, the updater and
+    code it was made under (:func:`lightmem.pipeline.update_checks.checks_key`; another
+    one makes the entry pending); ``min_score``, at the review the likeness of the last of
+    the nearest earlier entries shown (NULL: fewer than were asked for, so any earlier
+    entry joins them), so an earlier entry new or changed and at least this like it
+    changes what it is shown; ``neighbour_moved``, 1 once such an entry was found."""
+    return f"""
+ALTER TABLE update_checks ADD COLUMN updater_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE update_checks ADD COLUMN min_score {t.real};
+ALTER TABLE update_checks ADD COLUMN neighbour_moved INTEGER NOT NULL DEFAULT 0
 """

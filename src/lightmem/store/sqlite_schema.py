@@ -16,6 +16,7 @@ from lightmem.store.schema_tables import (
     graph_scope,
     graph_tables,
     reembed_vectors,
+    update_check_reach,
     update_checks,
 )
 from lightmem.store.sessions import task_session_steps, task_sessions_table
@@ -72,6 +73,7 @@ INSERT INTO meta VALUES ('index_epoch', lower(hex(randomblob(16)))) ON CONFLICT 
     Migration("task_session_steps", task_session_steps(_TYPES)),
     Migration("reembed_vectors", reembed_vectors("BLOB")),
     Migration("update_checks", update_checks(_TYPES)),
+    Migration("update_check_reach", update_check_reach(_TYPES)),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,7 +10,14 @@ import numpy.typing as npt
 
 from lightmem.types import Message, Scope
 
-__all__ = ["DEFAULT_EF_SEARCH", "BufferedMessage", "MessageStatus", "ScoredId", "Vector"]
+__all__ = [
+    "DEFAULT_EF_SEARCH",
+    "BufferedMessage",
+    "MessageStatus",
+    "PendingEntry",
+    "ScoredId",
+    "Vector",
+]
 
 MessageStatus = Literal["pending", "segmented", "extracted"]
 ScoredId = tuple[str, float]
@@ -31,3 +38,15 @@ class BufferedMessage:
     compressed: str
     status: MessageStatus
     topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """An extracted entry the offline update has to bring up to date at a stage."""
+
+    rid: int  # its row, the order it was stored in
+    id: str
+    #: the entry is new or changed since it was checked (what it is to later entries may
+    #: have changed too); else only its check is out of date (made under another updater
+    #: or code, or an earlier entry like it moved)
+    moved: bool
