@@ -289,7 +289,13 @@ def test_counts_past_their_cap_are_refused(mem: LightMemory) -> None:
 def test_update_caps_and_session_cap_over_rest(
     api: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for body in ({"top_k": MAX_TOP_K + 1}, {"keep_top_n": 10**6}, {"top_k": 10**30}):
+    for body in (
+        {"top_k": MAX_TOP_K + 1},
+        {"keep_top_n": 10**6},
+        {"top_k": 10**30},
+        {"recheck": "yes"},
+        {"recheck": 1},
+    ):
         r = api.post("/v1/update", json=body)
         assert r.status_code == 422 and next(iter(body)) in r.json()["error"]["message"], r.text
     monkeypatch.setattr(session, "MAX_OPEN_SESSIONS", 2)

@@ -242,6 +242,13 @@ def test_mcp_in_memory_tools(pool: TenantPool) -> None:
             await c.call_tool("update_memory", {"entry_id": eid, "text": "Pixel eats salmon now"})
             hist = (await c.call_tool("memory_history", {"entry_id": eid})).structured_content
             assert [e["op"] for e in hist["events"]] == ["add", "update"]
+            tidied = (await c.call_tool("offline_update", {})).structured_content
+            assert tidied["queued"] >= 1 and tidied["complete"]
+            assert (await c.call_tool("offline_update", {})).structured_content["queued"] == 0
+            again = await c.call_tool("offline_update", {"recheck": True})
+            assert again.structured_content["queued"] == tidied["queued"]
+            with pytest.raises(Exception, match="recheck"):
+                await c.call_tool("offline_update", {"recheck": "yes"})
             with pytest.raises(Exception, match="query: must not be empty"):
                 await c.call_tool("retrieve_memory", {"query": ""})
             with pytest.raises(Exception, match="NotFoundError"):

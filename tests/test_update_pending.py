@@ -275,3 +275,19 @@ def test_an_edit_reaches_only_the_later_memories_it_is_near(tmp_path: Path) -> N
         done = _pending(mem)
         later = len(entries) - 4
         assert 1 + update.REVIEW_K <= done.brought_up_to_date < 1 + later
+
+
+def test_recheck_shows_every_memory_again_over_this_and_the_following_calls(
+    tmp_path: Path,
+) -> None:
+    with _memory(tmp_path / "m.db") as mem:
+        asked = _Asked(mem.updater, "the same updater throughout")
+        mem.updater = asked
+        kept = _pending(mem).brought_up_to_date
+        assert _pending(mem).brought_up_to_date == 0
+        asked.reviewed.clear()
+        again = mem.offline_update_pending(max_seconds=60, user_id=USER, recheck=True)
+        assert again.brought_up_to_date == kept and again.report.skipped == 0
+        assert asked.reviewed and _pending(mem).brought_up_to_date == 0
+        with pytest.raises(InvalidInputError, match=r"^recheck: expected a boolean"):
+            mem.offline_update_pending(max_seconds=60, user_id=USER, recheck=1)  # type: ignore[arg-type]

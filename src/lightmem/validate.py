@@ -26,6 +26,7 @@ __all__ = [
     "bounded_int",
     "entry_id",
     "filters",
+    "flag",
     "offset",
     "positive_int",
     "query",
@@ -165,6 +166,13 @@ def texts(name: str, value: object, *, empty: bool = False) -> list[str]:
         what = "a list" if empty else "a non-empty list"
         raise InvalidInputError(f"{name}: expected {what} of non-empty strings, got {value!r:.80}")
     return list(value)
+
+
+def flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False (not a truthy stand-in such as 1 or "yes")."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name}: expected a boolean (True or False), got {value!r:.80}")
+    return value
 
 
 def positive_int(name: str, value: object, maximum: int = 1_000_000) -> int:

@@ -190,9 +190,8 @@ class LightMemory:
         several calls, pass batches of
         :func:`lightmem.pipeline.messages.assign_ids` ``(conversation, batch=n)``."""
         scope = validate.scope(user_id, agent_id, run_id)
-        for name, flag in (("force_segment", force_segment), ("force_extract", force_extract)):
-            if not isinstance(flag, bool):
-                raise InvalidInputError(f"{name}: expected a boolean")
+        validate.flag("force_segment", force_segment)
+        validate.flag("force_extract", force_extract)
         msgs = normalize_messages(messages, limit=MAX_MESSAGES)
         self.store.check_room()
         result = self._ingestor.add(
@@ -445,8 +444,7 @@ class LightMemory:
         ``recheck=True`` shows it everything."""
         _check_threshold(score_threshold)
         deadline = None if max_seconds is None else _deadline(max_seconds)
-        if not isinstance(recheck, bool):
-            raise InvalidInputError(f"recheck: expected True or False, got {recheck!r}")
+        validate.flag("recheck", recheck)
         scope = validate.scope(user_id, agent_id, run_id)
         report = run_update(
             self.store,
@@ -471,16 +469,22 @@ class LightMemory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        recheck: bool = False,
     ) -> PendingUpdate:
         """The offline update of the entries new or changed since they were last brought
         up to date, a part at a time, starting none past ``max_seconds``: each call's work
         grows with those entries times the scope, and the next call goes on where it
-        stopped (see :mod:`lightmem.pipeline.update_pending`; a server's update request)."""
+        stopped (see :mod:`lightmem.pipeline.update_pending`; a server's update request).
+        ``recheck=True`` first forgets what was recorded for the scope, so this call and
+        the following ones (without it) show the updater everything again."""
         validate.positive_int("top_k", top_k, MAX_TOP_K)
         validate.positive_int("keep_top_n", keep_top_n, MAX_KEEP_TOP_N)
         _check_threshold(score_threshold)
         deadline = _deadline(max_seconds)
+        validate.flag("recheck", recheck)
         scope = validate.scope(user_id, agent_id, run_id)
+        if recheck:
+            self.store.forget_update_checks(scope)
         done = update_pending(
             self.store,
             self.embedder,

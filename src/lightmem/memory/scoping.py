@@ -56,8 +56,7 @@ def read_scope(
 ) -> Scope:
     """The scope of a read returning memories, refused when it would mix users unasked."""
     scope = validate.scope(user_id, agent_id, run_id)
-    if not isinstance(all_scopes, bool):
-        raise InvalidInputError("all_scopes: expected a boolean")
+    validate.flag("all_scopes", all_scopes)
     if all_scopes:
         if scope.label() != "default":
             raise InvalidInputError(

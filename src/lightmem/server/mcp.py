@@ -337,16 +337,19 @@ def _memory_tools(mcp: FastMCP, resolve: Callable[[], Tenant]) -> None:
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
+        recheck: Annotated[bool, Field(strict=True, description=schemas.RECHECK)] = False,
     ) -> dict[str, Any]:
-        """Tidy memory: build the update queue, then merge, update or delete overlapping
-        memories. Call it between conversations, not on every turn. The pass stops after
-        60 s (`complete: false`; what it did stands)."""
+        """Tidy memory: merge, update or delete overlapping memories new or changed since
+        the last call, and mark those a newer one replaces. Call it between conversations,
+        not on every turn. The pass stops after 60 s (`complete: false`; what it did
+        stands, the next call goes on)."""
         return service.offline_update(
             resolve(),
             top_k=top_k,
             keep_top_n=keep_top_n,
             score_threshold=score_threshold,
             scope=scope_dict(user_id, agent_id, run_id),
+            recheck=recheck,
         )
 
     @mcp.tool

@@ -116,6 +116,7 @@ class OfflineUpdateBody(ScopeFields):
     top_k: int = Field(20, ge=1, le=MAX_TOP_K)
     keep_top_n: int = Field(10, ge=1, le=MAX_KEEP_TOP_N)
     score_threshold: float = Field(0.8, ge=-1.0, le=1.0, allow_inf_nan=False)
+    recheck: bool = Field(False, strict=True, description=schemas.RECHECK)
 
 
 class SummarizeBody(ScopeFields):
@@ -291,6 +292,7 @@ def create_app(
             keep_top_n=body.keep_top_n,
             score_threshold=body.score_threshold,
             scope=_scope_of(body),
+            recheck=body.recheck,
         )
 
     @app.post("/v1/summarize", tags=["memory"])

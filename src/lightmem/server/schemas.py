@@ -25,6 +25,7 @@ __all__ = [
     "MODE",
     "NODE_ID",
     "QUERY",
+    "RECHECK",
     "RETRIEVAL_SCOPE",
     "RUN_ID",
     "SCORE_THRESHOLD",
@@ -118,6 +119,11 @@ RETRIEVAL_SCOPE = (
 TOP_K = "Candidate neighbours considered per memory when building the update queue."
 KEEP_TOP_N = "Neighbours kept per memory in the update queue."
 SCORE_THRESHOLD = "Cosine similarity in [-1, 1] above which two memories are compared."
+RECHECK = (
+    "Forget what earlier calls recorded, so this call and the following ones (send it once, "
+    "then go on without it) show the updater every memory again: after changing its model "
+    "or rules outside lightmem."
+)
 # FluxMem
 STEP = (
     "The number of the step you report: the 'step' of the last answer (start_task's is 0). "

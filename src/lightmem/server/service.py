@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from lightmem import validate
 from lightmem.errors import (
     BackendError,
     InvalidInputError,
@@ -261,13 +262,20 @@ def offline_update(
     score_threshold: float = 0.8,
     scope: Mapping[str, Any] | None = None,
     max_seconds: float = UPDATE_SECONDS,
+    recheck: bool = False,
 ) -> dict[str, Any]:
     """The offline update of the scope's entries new or changed since last brought up to
     date, held to ``max_seconds`` (``complete``: false when it stopped there; what it did
     stands and the next call goes on; ``lightmem offline-update`` runs the whole-scope
-    pass without a limit)."""
+    pass without a limit). ``recheck``: forget what was recorded first, so this call and
+    the following ones show the updater everything again."""
     done = t.memory.offline_update_pending(
-        top_k, keep_top_n, score_threshold, max_seconds=max_seconds, **_scope(scope)
+        top_k,
+        keep_top_n,
+        score_threshold,
+        max_seconds=max_seconds,
+        recheck=recheck,
+        **_scope(scope),
     )
     return {"queued": done.brought_up_to_date, **done.report.to_dict()}
 
@@ -323,8 +331,7 @@ def record_step(
     ``step``: the number of the step reported (the last answer's ``step``); with it a
     report sent again after a lost answer gets the recorded answer instead of being
     applied twice (see :mod:`lightmem.fluxmem.session`)."""
-    if not isinstance(success, bool):
-        raise InvalidInputError("success: expected a boolean")
+    validate.flag("success", success)
     actions = _strings("actions", actions)
     check_value(list(actions), "actions")
     check_value(result, "result", strict=False)

@@ -157,6 +157,10 @@ class Bookkeeping(Protocol):
         """Note that the entries ``min_scores`` is keyed by were brought up to date at
         ``stage`` under ``key`` now (a digest recorded for them stays)."""
 
+    def forget_update_checks(self, scope: Scope) -> None:
+        """Remove every check recorded for the scope's entries (at both stages): the
+        offline update shows all of them again."""
+
     def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
         """Note that an earlier entry like each of ``ids`` moved (is new or changed): their
         checks at ``stage`` are out of date (see :meth:`unchecked_entries`)."""

@@ -108,6 +108,17 @@ class SQLBookkeeping:
                 [(eid, stage, d, now, key, score) for eid, d, score in rows],
             )
 
+    def forget_update_checks(self, scope: Scope) -> None:
+        where, params = scope_sql(self.db.dialect, scope, "e.")
+        if self.db.read_only:
+            return
+        with self.db.transaction() as s:
+            s.execute(
+                "DELETE FROM update_checks WHERE entry_id IN "
+                f"(SELECT e.id FROM entries e WHERE {where})",
+                params,
+            )
+
     def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
         if not ids or self.db.read_only:
             return
