@@ -30,6 +30,8 @@ class ColumnTypes:
     counter: str  # a count that may grow large
     entry_extra: str = ""  # further entries columns, each line starting with ",\n"
     node_extra: str = ""  # further graph_nodes columns
+    #: how a step adds a column (where the backend can, one that is there already is kept)
+    add_column: str = "ADD COLUMN"
 
 
 #: Column types per backend (each schema module adds its own extras).
@@ -37,7 +39,12 @@ SQLITE_TYPES = ColumnTypes(
     "INTEGER PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT", "REAL", "TEXT", "INTEGER"
 )
 POSTGRES_TYPES = ColumnTypes(
-    "BIGSERIAL PRIMARY KEY", "BIGSERIAL PRIMARY KEY", "DOUBLE PRECISION", "JSONB", "BIGINT"
+    "BIGSERIAL PRIMARY KEY",
+    "BIGSERIAL PRIMARY KEY",
+    "DOUBLE PRECISION",
+    "JSONB",
+    "BIGINT",
+    add_column="ADD COLUMN IF NOT EXISTS",
 )
 
 
@@ -204,7 +211,7 @@ def update_check_reach(t: ColumnTypes) -> str:
     entry joins them), so an earlier entry new or changed and at least this like it
     changes what it is shown; ``neighbour_moved``, 1 once such an entry was found."""
     return f"""
-ALTER TABLE update_checks ADD COLUMN updater_key TEXT NOT NULL DEFAULT '';
-ALTER TABLE update_checks ADD COLUMN min_score {t.real};
-ALTER TABLE update_checks ADD COLUMN neighbour_moved INTEGER NOT NULL DEFAULT 0
+ALTER TABLE update_checks {t.add_column} updater_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE update_checks {t.add_column} min_score {t.real};
+ALTER TABLE update_checks {t.add_column} neighbour_moved INTEGER NOT NULL DEFAULT 0
 """
