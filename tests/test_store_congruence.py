@@ -120,8 +120,9 @@ def _step(store: MemoryStore, op: str, i: int, scope: Scope, words: list[str]) -
         if op == "checks":  # recorded per stage and updater, read back by id and scope
             stage, key = ("decide", "review")[i % 2], ("k1", "k2")[i % 3 == 0]
             digests = {f"e{j}": f"{text} {j}" for j in range(i % 4)}
-            store.save_update_checks(stage, key, digests, {"e0": 0.25 * (i % 3), "e1": None})
+            store.save_update_checks(stage, digests)
             store.mark_update_checked(stage, key, {f"e{j}": 0.5 for j in range(i % 4, i % 6)})
+            store.mark_update_checked(stage, key, {"e0": 0.25 * (i % 3), "e1": None})
             store.flag_update_checks(stage, [f"e{i % 5}", "unknown"])
             unchecked = [(p.id, p.moved) for p in store.unchecked_entries(scope, stage, key, 0, 5)]
             reach = store.load_update_reach(scope, stage, "k1")

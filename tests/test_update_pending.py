@@ -291,3 +291,31 @@ def test_recheck_shows_every_memory_again_over_this_and_the_following_calls(
         assert asked.reviewed and _pending(mem).brought_up_to_date == 0
         with pytest.raises(InvalidInputError, match=r"^recheck: expected a boolean"):
             mem.offline_update_pending(max_seconds=60, user_id=USER, recheck=1)  # type: ignore[arg-type]
+
+
+def test_a_memory_shown_a_new_one_online_still_gets_its_own_review(tmp_path: Path) -> None:
+    """The online update shows an earlier memory stored late to the later memories it may
+    change; that is no review of theirs: an edited one among them stays pending."""
+    boston, *rest = _turns()
+    config = {"store": {"path": str(tmp_path / "m.db")}, "update": "online"}
+    with LightMemory.from_config(config) as mem:
+        mem.add_memory(rest, force_extract=True, user_id=USER)
+        _pending(mem)
+        denver = next(e for e in mem.list_entries(limit=100, user_id=USER) if "Denver" in e.text)
+        mem.update(denver.id, "We moved to Denver last month, we love the mountains.", user_id=USER)
+        mem.add_memory(boston, force_extract=True, user_id=USER)  # said in January
+        assert "Denver" in _replaced_by(mem, "Boston")  # shown to the Denver memory online
+        key = update.updater_key(mem.updater)
+        assert key is not None
+        pending = mem.store.unchecked_entries(Scope(USER), "review", key, 0, 100)
+        assert [(p.id, p.moved) for p in pending] == [(denver.id, True)]
+        assert _pending(mem).brought_up_to_date >= 1
+
+
+def test_after_the_whole_pass_nothing_is_pending(tmp_path: Path) -> None:
+    """The whole-scope pass marks what its review brought up to date (the first memory
+    too, with no earlier one to be shown): a server's next request takes nothing."""
+    with _memory(tmp_path / "m.db") as mem:
+        _whole_pass(mem)
+        done = _pending(mem)
+        assert done.brought_up_to_date == 0 and done.report.reviewed == 0

@@ -372,12 +372,14 @@ def run_update(
     (``time.monotonic()``): past it no further step starts, and the report says
     ``complete=False``. An item the updater was shown before, unchanged, is skipped
     (see :mod:`.update_checks`), so a pass stopped at its deadline resumes where it
-    stopped; ``recheck`` shows every item again. ``queue``: the rows to use instead of
-    the scope's stored queue."""
+    stopped; ``recheck`` shows every item again. A pass that built the neighbours itself
+    marks the entries each review step brought up to date (a caller that gives them marks
+    its own: :mod:`.update_pending`). ``queue``: the rows to use instead of the scope's
+    stored queue."""
     if queue is None:
         queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    state = _UpdateState(updater_key(updater), recheck)
+    state = _UpdateState(updater_key(updater), recheck, marks=nearest is None)
     batch: list[UpdateItem] = []
     pairs = held = 0
     order = targets[::-1]  # newest first: it absorbs its older duplicates
@@ -431,6 +433,9 @@ class _UpdateState:
     key: str | None
     #: show every item to the updater, even one it was shown before unchanged
     recheck: bool = False
+    #: the review's neighbours are each entry's whole review (built over the scope here):
+    #: mark the entries it brought up to date (see :meth:`mark`)
+    marks: bool = False
     examined: int = 0
     skipped: int = 0
     pairs: int = 0
@@ -467,22 +472,27 @@ class _UpdateState:
         self.decided.setdefault(item.newer.id, set()).update(e.id for e, _ in item.candidates)
 
     def record(
-        self,
-        store: MemoryStore,
-        stage: str,
-        items: Sequence[UpdateItem],
-        deferred: set[str],
-        nearest: Mapping[str, Sequence[ScoredId]] | None = None,
+        self, store: MemoryStore, stage: str, items: Sequence[UpdateItem], deferred: set[str]
     ) -> None:
         """Record that the updater was shown ``items`` (their digests as shown), but those
-        whose newer entry it deferred; at the review with the floor of each one's
-        ``nearest`` (:func:`~lightmem.pipeline.update_reach.review_floor`)."""
+        whose newer entry it deferred."""
         self.deferred |= deferred
         if self.key is None:
             return
         shown = {it.newer.id: self.digest(it) for it in items if it.newer.id not in deferred}
-        floors = {i: review_floor(nearest[i], REVIEW_K) for i in shown} if nearest else None
-        store.save_update_checks(stage, self.key, shown, floors)
+        store.save_update_checks(stage, shown)
+
+    def mark(
+        self, store: MemoryStore, newer: Sequence[str], nearest: Mapping[str, Sequence[ScoredId]]
+    ) -> None:
+        """Mark the ``newer`` entries a review step brought up to date (their review was
+        their whole ``nearest``), with the floor of each one's review
+        (:func:`~lightmem.pipeline.update_reach.review_floor`)."""
+        if self.key is None or not self.marks:
+            return
+        gone = self.deleted | self.vanished | self.deferred
+        floors = {i: review_floor(nearest[i], REVIEW_K) for i in newer if i not in gone}
+        store.mark_update_checked(REVIEW, self.key, floors)
 
     def past(self, deadline: float | None) -> bool:
         """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
@@ -649,7 +659,8 @@ def _review_step(
         except NotFoundError:  # deleted by another writer since it was read (see _apply)
             log.info("review action on %r skipped: deleted by another writer", old.id)
             state.vanished.add(old.id)
-    state.record(store, REVIEW, items, deferred, nearest)
+    state.record(store, REVIEW, items, deferred)
+    state.mark(store, newer, nearest)
 
 
 def online_update(
@@ -667,9 +678,16 @@ def online_update(
     fresh = set(new_ids)  # an earlier entry keyed by a turn said before it keeps its queue
     store.save_update_queue({i: c[:ONLINE_QUEUE_N] for i, c in near.items() if i in fresh})
     # new entries: nothing to skip (what is recorded spares the next offline pass)
-    return run_update(
+    report = run_update(
         store, embedder, updater, scope, 0.8, only=new_ids, nearest=near, recheck=True
     )
+    # the new entries' review was their nearest found by the search (an earlier entry
+    # paired with one of them was shown it alone: that is no review of its own)
+    key = updater_key(updater)
+    gone = {*report.deleted, *report.deferred}
+    if key is not None:
+        store.mark_update_checked(REVIEW, key, {e.id: None for e in new if e.id not in gone})
+    return report
 
 
 def scope_queue(
@@ -702,11 +720,11 @@ def nearest_earlier(
 ) -> dict[str, list[ScoredId]]:
     """For each extracted entry of ``scope`` (or of ``only``), oldest first (see
     :func:`chronological`), its ``k`` most similar earlier entries of the same exact scope
-    (the offline review)."""
+    (the offline review; none for an entry with no earlier one)."""
     queue, said = scope_queue(store, scope, k, k)
     wanted = set(only) if only is not None else None
-    order = in_time_order([i for i in queue if i in said], said.__getitem__)
-    return {i: queue[i] for i in order if wanted is None or i in wanted}
+    order = in_time_order(list(said), said.__getitem__)
+    return {i: queue.get(i, []) for i in order if wanted is None or i in wanted}
 
 
 def nearest_stored(

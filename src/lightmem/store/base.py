@@ -137,16 +137,9 @@ class Bookkeeping(Protocol):
 
     def save_update_queue(self, queue: dict[str, list[ScoredId]]) -> None: ...
     def load_update_queue(self, scope: Scope) -> dict[str, list[ScoredId]]: ...
-    def save_update_checks(
-        self,
-        stage: str,
-        key: str,
-        digests: Mapping[str, str],
-        min_scores: Mapping[str, float | None] | None = None,
-    ) -> None:
+    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
         """Record, by entry id, the digest of what the offline update asked at ``stage``
-        under ``key`` (the updater and code), and at the review the likeness of the last
-        earlier entry shown (None or absent: fewer were shown than asked for)."""
+        (whether the entry is up to date is :meth:`mark_update_checked`'s)."""
 
     def load_update_checks(self, stage: str, ids: Sequence[str]) -> dict[str, str]:
         """The digests recorded at ``stage`` for those of ``ids`` that have one."""
@@ -155,7 +148,9 @@ class Bookkeeping(Protocol):
         self, stage: str, key: str, min_scores: Mapping[str, float | None]
     ) -> None:
         """Note that the entries ``min_scores`` is keyed by were brought up to date at
-        ``stage`` under ``key`` now (a digest recorded for them stays)."""
+        ``stage`` under ``key`` (the updater and code) now (a digest recorded for them
+        stays), and at the review the likeness of the last earlier entry each was shown
+        (None: fewer were shown than asked for)."""
 
     def forget_update_checks(self, scope: Scope) -> None:
         """Remove every check recorded for the scope's entries (at both stages): the

@@ -65,47 +65,43 @@ class SQLBookkeeping:
     def size_bytes(self) -> int:
         return self.db.size_bytes()
 
-    def save_update_checks(
-        self,
-        stage: str,
-        key: str,
-        digests: Mapping[str, str],
-        min_scores: Mapping[str, float | None] | None = None,
-    ) -> None:
+    def save_update_checks(self, stage: str, digests: Mapping[str, str]) -> None:
         """Record what the offline update asked of these entries at ``stage``, by entry id
-        (a read-only store keeps none: its next pass asks again)."""
-        scores = min_scores or {}
-        rows = [(eid, d, scores.get(eid)) for eid, d in digests.items()]
-        self._write_checks(stage, key, rows, keep_digest=False)
+        (a read-only store keeps none: its next pass asks again). Whether an entry is up
+        to date is :meth:`mark_update_checked`'s: a row it has not marked is pending."""
+        self._write_checks(
+            stage,
+            "ON CONFLICT (entry_id, stage) DO UPDATE SET digest = excluded.digest",
+            [(eid, d, 0.0, "", None) for eid, d in digests.items()],
+        )
 
     def mark_update_checked(
         self, stage: str, key: str, min_scores: Mapping[str, float | None]
     ) -> None:
         """Note that these entries were brought up to date at ``stage`` now (a digest
         recorded for them stays; one with none gets an empty one, which no item matches)."""
-        rows = [(eid, "", score) for eid, score in min_scores.items()]
-        self._write_checks(stage, key, rows, keep_digest=True)
+        now = time.time()
+        self._write_checks(
+            stage,
+            "ON CONFLICT (entry_id, stage) DO UPDATE SET checked_at = excluded.checked_at, "
+            "updater_key = excluded.updater_key, min_score = excluded.min_score, "
+            "neighbour_moved = 0",
+            [(eid, "", now, key, score) for eid, score in min_scores.items()],
+        )
 
     def _write_checks(
         self,
         stage: str,
-        key: str,
-        rows: Sequence[tuple[str, str, float | None]],
-        *,
-        keep_digest: bool,
+        on_conflict: str,
+        rows: Sequence[tuple[str, str, float, str, float | None]],
     ) -> None:
         if not rows or self.db.read_only:
             return
-        now = time.time()
-        digest = "" if keep_digest else "digest = excluded.digest, "
         with self.db.transaction() as s:
             s.many(
                 "INSERT INTO update_checks (entry_id, stage, digest, checked_at, updater_key, "
-                "min_score, neighbour_moved) VALUES (?, ?, ?, ?, ?, ?, 0) "
-                f"ON CONFLICT (entry_id, stage) DO UPDATE SET {digest}"
-                "checked_at = excluded.checked_at, updater_key = excluded.updater_key, "
-                "min_score = excluded.min_score, neighbour_moved = 0",
-                [(eid, stage, d, now, key, score) for eid, d, score in rows],
+                f"min_score, neighbour_moved) VALUES (?, ?, ?, ?, ?, ?, 0) {on_conflict}",
+                [(eid, stage, *rest) for eid, *rest in rows],
             )
 
     def forget_update_checks(self, scope: Scope) -> None:
