@@ -82,7 +82,11 @@ class OpenAIStubServer:
             self._delays.extend([seconds] * times)
 
     def start(self) -> OpenAIStubServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # stop() waits for the serving loop to notice: a short poll keeps that wait short
+        # (the default half-second is most of a short test's time).
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
