@@ -138,16 +138,26 @@ def drop_schema(schema: str) -> None:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_config(request: pytest.FixtureRequest, store_path: Path) -> Iterator[dict[str, Any]]:
-    """The same tests against both storage backends."""
-    if request.param == "sqlite":
-        yield {"provider": "sqlite", "path": str(store_path)}
+@contextmanager
+def backend_store_config(backend: str, path: Path) -> Iterator[dict[str, Any]]:
+    """A store config of ``backend`` ("sqlite": a file at ``path``; "postgres": a throwaway
+    schema, dropped on exit)."""
+    if backend == "sqlite":
+        yield {"provider": "sqlite", "path": str(path)}
         return
     dsn = require_postgres()
     schema = f"test_{uuid.uuid4().hex[:12]}"
-    yield {"provider": "postgres", "dsn": dsn, "schema": schema}
-    drop_schema(schema)
+    try:
+        yield {"provider": "postgres", "dsn": dsn, "schema": schema}
+    finally:
+        drop_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_config(request: pytest.FixtureRequest, store_path: Path) -> Iterator[dict[str, Any]]:
+    """The same tests against both storage backends."""
+    with backend_store_config(request.param, store_path) as config:
+        yield config
 
 
 @pytest.fixture

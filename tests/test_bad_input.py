@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from conftest import FIXTURES, backend_store_config, library_vars
 from lightmem import (
     BackendError,
     ConfigError,
@@ -22,6 +25,26 @@ from lightmem import (
     StoreError,
 )
 from lightmem.embed.base import Embedder
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def filled_once(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LightMemory]:
+    """The ``filled`` store, made once per backend for the tests that only check what a
+    call refuses: each of them asserts that its refused call left the store unchanged, so
+    the next one still finds the store as ``filled`` makes it."""
+    path = tmp_path_factory.mktemp("filled") / "mem.db"
+    with pytest.MonkeyPatch.context() as mp:  # made before the per-test clearing applies
+        for name in library_vars(os.environ):
+            mp.delenv(name)
+        with (
+            backend_store_config(request.param, path) as config,
+            LightMemory.from_config({"store": config}) as mem,
+        ):
+            conversation = json.loads((FIXTURES / "conversation.json").read_text())
+            mem.add_memory(conversation, force_extract=True, user_id="maya")
+            yield mem
 
 
 @pytest.mark.parametrize(
@@ -45,8 +68,10 @@ from lightmem.embed.base import Embedder
         ([["not", "a", "dict"]], "messages[0]"),
     ],
 )
-def test_bad_messages_name_the_field(filled: LightMemory, messages: Any, field: str) -> None:
+def test_bad_messages_name_the_field(filled_once: LightMemory, messages: Any, field: str) -> None:
+    filled = filled_once
     before = filled.stats()
+    assert before["messages"] > 0 and before["entries"] > 0
     with pytest.raises(InvalidInputError) as err:
         filled.add_memory(messages)
     assert field in str(err.value)
@@ -90,16 +115,21 @@ def test_duplicate_message_id_in_scope_is_rejected_and_nothing_lost(filled: Ligh
         ({"query": "x", "filters": {"speaker": "\ud800"}}, "filters.speaker"),
     ],
 )
-def test_bad_retrieve_arguments(filled: LightMemory, kwargs: dict[str, Any], field: str) -> None:
+def test_bad_retrieve_arguments(
+    filled_once: LightMemory, kwargs: dict[str, Any], field: str
+) -> None:
+    before = filled_once.stats()
     with pytest.raises(InvalidInputError) as err:
-        filled.retrieve(**kwargs)
+        filled_once.retrieve(**kwargs)
     assert str(err.value).startswith(field)
+    after = filled_once.stats()
+    assert (after["entries"], after["messages"]) == (before["entries"], before["messages"])
 
 
-def test_fts_and_sql_metacharacters_are_plain_words(filled: LightMemory) -> None:
+def test_fts_and_sql_metacharacters_are_plain_words(filled_once: LightMemory) -> None:
     for q in ['"', "NEAR(a b)", "knee* OR 1=1; DROP TABLE entries;--", "a:b -c ^d", "'); --", "()"]:
-        filled.retrieve(q, mode="context", user_id="maya")
-    assert filled.stats(user_id="maya")["entries"] == 19
+        filled_once.retrieve(q, mode="context", user_id="maya")
+    assert filled_once.stats(user_id="maya")["entries"] == 19
 
 
 def test_unknown_entry_ids(filled: LightMemory) -> None:
