@@ -170,18 +170,20 @@ def _run(
         "p50_ms": round(1000 * statistics.median(latencies), 2),
         "p95_ms": round(1000 * latencies[int(0.95 * len(latencies))], 2),
     }
-    mcp = asyncio.run(_mcp_stdio(Path(tmp) / "mcp.db", mcp_calls))
+    mcp = asyncio.run(_mcp_stdio(Path(tmp) / "mcp.db", mcp_calls, min(memories, 1000)))
     return {"rest_retrieve": rest, "mcp_stdio_retrieve": mcp}
 
 
-async def _mcp_stdio(path: Path, calls: int) -> dict[str, Any]:
+async def _mcp_stdio(path: Path, calls: int, memories: int) -> dict[str, Any]:
+    """``calls`` retrievals over MCP stdio from a store of ``memories`` messages (at most
+    1000: the figure is a call's latency, not a large store's)."""
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
 
     from lightmem.memory import LightMemory
 
     with LightMemory.from_config({"store": {"path": str(path)}}) as mem:
-        mem.add_memory(synthetic_messages(1000, seed=1), force_extract=True)
+        mem.add_memory(synthetic_messages(memories, seed=1), force_extract=True)
     transport = StdioTransport(  # this environment, so the server runs this same code
         sys.executable,
         ["-m", "lightmem.cli.main", "--store", str(path), "mcp"],
