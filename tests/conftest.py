@@ -173,7 +173,8 @@ def filled(memory: LightMemory, conversation: list[dict[str, Any]]) -> LightMemo
 
 
 def llm_config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, Any]:
-    """A config for the LLM path against ``stub`` with its store at ``path``."""
+    """A config for the LLM path against ``stub`` with its store at ``path`` (a retry
+    waits 10 ms: the tests look at what is retried, not at how long it waits)."""
     return {
         "store": {"path": str(path)},
         "memory_manager": {
@@ -183,6 +184,7 @@ def llm_config(stub: OpenAIStubServer, path: Path, **extra: Any) -> dict[str, An
                 "openai_base_url": stub.base_url,
                 "api_key": "test-key",
                 "max_attempts": 3,
+                "backoff_s": 0.01,
                 **extra,
             },
         },

@@ -156,3 +156,36 @@ def test_json_mode_false_contradicting_a_structured_output_is_refused(mode: str)
         ).structured
         == "none"
     )
+
+
+def test_the_retry_backoff_comes_from_the_config() -> None:
+    from lightmem.config import build_embedder, build_llm, parse_config
+    from lightmem.ledger import Ledger
+
+    def config(llm: dict[str, Any], embedder: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "memory_manager": {"model_name": "openai", "configs": {"model": "m", **llm}},
+            "text_embedder": {
+                "model_name": "openai",
+                "configs": {"model": "e", "embedding_dims": 8, **embedder},
+            },
+        }
+
+    settings = parse_config(config({"backoff_s": 0.25, "max_backoff_s": 2}, {"backoff_s": 0}))
+    client = build_llm(settings, Ledger())
+    assert client is not None and (client.backoff_s, client.max_backoff_s) == (0.25, 2.0)
+    assert build_embedder(settings, Ledger()).backoff_s == 0.0
+    defaults = parse_config(config({}, {}))
+    assert defaults.llm is not None and (defaults.llm.backoff_s, defaults.llm.max_backoff_s) == (
+        0.5,
+        8.0,
+    )
+    assert defaults.embedder_backoff_s == 0.5
+    for llm, embedder, field in (
+        ({"backoff_s": -1}, {}, "memory_manager.configs.backoff_s"),
+        ({"max_backoff_s": 10**6}, {}, "memory_manager.configs.max_backoff_s"),
+        ({"backoff_s": "1"}, {}, "memory_manager.configs.backoff_s"),
+        ({}, {"backoff_s": 61}, "text_embedder.configs.backoff_s"),
+    ):
+        with pytest.raises(ConfigError, match=rf"^{field}"):
+            parse_config(config(llm, embedder))

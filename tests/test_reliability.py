@@ -54,6 +54,7 @@ def _cfg(stub: OpenAIStubServer, path: Path) -> dict[str, Any]:
                 "api_key": "k",
                 "max_attempts": 3,
                 "timeout_s": 0.5,
+                "backoff_s": 0.01,  # what is retried counts here, not how long it waits
             },
         },
     }
@@ -133,6 +134,7 @@ def test_embedder_faults_keep_messages_and_recover(
                     "embedding_dims": 64,
                     "openai_base_url": stub.base_url,
                     "api_key": "k",
+                    "backoff_s": 0.01,
                 },
             },
         }

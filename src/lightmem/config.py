@@ -82,6 +82,9 @@ class LLMSettings:
     max_tokens: int | None = None
     timeout_s: float = 60.0
     max_attempts: int = 4
+    #: seconds before the first retry of a failed call, doubling, at most max_backoff_s
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
     json_repairs: int = 2
     json_mode: bool = True
     structured_output: str = "auto"
@@ -125,6 +128,7 @@ class Settings:
     embedder_device: str = "cpu"
     embedder_api_key: str | None = None
     embedder_base_url: str | None = None
+    embedder_backoff_s: float = 0.5
     retrieve: RetrieveParams = field(default_factory=RetrieveParams)
     #: What a token budget counts (:mod:`lightmem.pipeline.token_count`).
     token_counter: str = "words"
@@ -144,6 +148,7 @@ _EMBEDDER_FIELDS = (
     "embedder_device",
     "embedder_api_key",
     "embedder_base_url",
+    "embedder_backoff_s",
 )
 
 
@@ -218,6 +223,8 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
             max_tokens=mmc.get_opt_int("max_tokens", 1, 1_000_000),
             timeout_s=mmc.get_float("timeout_s", 60.0, 0.1, 3600.0),
             max_attempts=mmc.get_int("max_attempts", 4, 1, 20),
+            backoff_s=mmc.get_float("backoff_s", 0.5, 0.0, 60.0),
+            max_backoff_s=mmc.get_float("max_backoff_s", 8.0, 0.0, 600.0),
             json_repairs=mmc.get_int("json_repairs", 2, 0, 10),
             json_mode=mmc.get_bool("json_mode", True),
             structured_output=mmc.get_choice(
@@ -245,6 +252,7 @@ def parse_config(raw: Mapping[str, Any] | None) -> Settings:
     if name == "openai":
         s["embedder_api_key"] = tec.get_str("api_key", "") or None
         s["embedder_base_url"] = tec.get_str("openai_base_url", "") or None
+        s["embedder_backoff_s"] = tec.get_float("backoff_s", 0.5, 0.0, 60.0)
     if name == "huggingface":
         mk = tec.section("model_kwargs")
         s["embedder_device"] = mk.get_str("device", "cpu")
@@ -549,6 +557,7 @@ def _embedder(s: Settings, ledger: Ledger) -> Embedder:
         s.embedding_dims,
         base_url=s.embedder_base_url,
         api_key=s.embedder_api_key,
+        backoff_s=s.embedder_backoff_s,
         ledger=ledger,
     )
 
@@ -577,6 +586,8 @@ def build_llm(s: Settings, ledger: Ledger) -> LLMClient | None:
         context_tokens=s.llm.context_tokens,
         ledger=ledger,
         max_attempts=s.llm.max_attempts,
+        backoff_s=s.llm.backoff_s,
+        max_backoff_s=s.llm.max_backoff_s,
         json_repairs=s.llm.json_repairs,
     )
 
