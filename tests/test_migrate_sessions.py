@@ -81,8 +81,8 @@ def _full_store(path: Path, embedder: WordLlamaEmbedder) -> dict[str, str]:
         mem.construct_update_queue_all_entries(5, 3, user_id="u")
         shown = {second.id: "what the updater was shown"}
         mem.store.save_update_checks("review", shown)
-        mem.store.mark_update_checked("review", "the updater's key", {second.id: 0.75})
-        mem.store.flag_update_checks("review", [second.id])  # an earlier entry moved
+        mem.store.mark_update_checked("review", "the updater's key", {second.id: 0.75}, 1e9)
+        mem.store.flag_update_checks("review", [second.id], 2e9)  # an earlier entry moved
         mem.add_memory({"id": "late", "content": "not extracted yet"}, user_id="u")
         agent = FluxMemAgent.on_store(mem.store, embedder)
         agent.add_knowledge(DOCS, source="handbook")

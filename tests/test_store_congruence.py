@@ -121,9 +121,11 @@ def _step(store: MemoryStore, op: str, i: int, scope: Scope, words: list[str]) -
             stage, key = ("decide", "review")[i % 2], ("k1", "k2")[i % 3 == 0]
             digests = {f"e{j}": f"{text} {j}" for j in range(i % 4)}
             store.save_update_checks(stage, digests)
-            store.mark_update_checked(stage, key, {f"e{j}": 0.5 for j in range(i % 4, i % 6)})
-            store.mark_update_checked(stage, key, {"e0": 0.25 * (i % 3), "e1": None})
-            store.flag_update_checks(stage, [f"e{i % 5}", "unknown"])
+            # a view after every change (1e12) or before them (0.0); a flag after the view
+            later = {f"e{j}": 0.5 for j in range(i % 4, i % 6)}
+            store.mark_update_checked(stage, key, later, 1e12)
+            store.mark_update_checked(stage, key, {"e0": 0.25 * (i % 3), "e1": None}, i % 2 * 1e12)
+            store.flag_update_checks(stage, [f"e{i % 5}", "unknown"], 2e12 if i % 3 else 1.0)
             unchecked = [(p.id, p.moved) for p in store.unchecked_entries(scope, stage, key, 0, 5)]
             reach = store.load_update_reach(scope, stage, "k1")
             return store.load_update_checks(stage, [f"e{j}" for j in range(8)]), unchecked, reach

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -18,7 +19,7 @@ from lightmem.pipeline import statements
 from lightmem.pipeline.provisional import extracted_vectors
 from lightmem.pipeline.supersede import Detector, DetectorRules
 from lightmem.pipeline.update_checks import DECIDE, REVIEW, checks_key, item_digest
-from lightmem.pipeline.update_reach import earlier_mask, review_floor
+from lightmem.pipeline.update_reach import earlier_mask, review_floors
 from lightmem.store.base import MemoryStore, ScoredId
 from lightmem.store.provisional import is_provisional
 from lightmem.text import content_terms
@@ -379,7 +380,7 @@ def run_update(
     if queue is None:
         queue = store.load_update_queue(scope)
     targets = [t for t in (only if only is not None else list(queue)) if t in queue]
-    state = _UpdateState(updater_key(updater), recheck, marks=nearest is None)
+    state = _UpdateState(updater_key(updater), recheck, marks=nearest is None, queue=queue)
     batch: list[UpdateItem] = []
     pairs = held = 0
     order = targets[::-1]  # newest first: it absorbs its older duplicates
@@ -406,6 +407,7 @@ def run_update(
     if batch:
         _apply(store, embedder, updater, batch, state)
     if nearest is None and not state.past(deadline):
+        state.view_at = datetime.now(UTC).timestamp()  # the vectors are read after it
         nearest = nearest_earlier(store, scope, only)
     if nearest is not None:
         _review(store, updater, nearest, state, step_chars, deadline)
@@ -436,6 +438,10 @@ class _UpdateState:
     #: the review's neighbours are each entry's whole review (built over the scope here):
     #: mark the entries it brought up to date (see :meth:`mark`)
     marks: bool = False
+    #: the pass's queue rows (what the decide stage shows each newer entry)
+    queue: Mapping[str, Sequence[ScoredId]] = field(default_factory=dict)
+    #: when the review's view of the store was taken (epoch seconds)
+    view_at: float = 0.0
     examined: int = 0
     skipped: int = 0
     pairs: int = 0
@@ -491,8 +497,12 @@ class _UpdateState:
         if self.key is None or not self.marks:
             return
         gone = self.deleted | self.vanished | self.deferred
-        floors = {i: review_floor(nearest[i], REVIEW_K) for i in newer if i not in gone}
-        store.mark_update_checked(REVIEW, self.key, floors)
+        kept = [i for i in newer if i not in gone]
+        floors = review_floors(kept, nearest, REVIEW_K)
+        # a queue row longer than the review: an earlier entry further than the review's
+        # last may still join the decide stage, so any may
+        floors.update((i, None) for i in kept if len(self.queue.get(i, ())) > REVIEW_K)
+        store.mark_update_checked(REVIEW, self.key, floors, self.view_at)
 
     def past(self, deadline: float | None) -> bool:
         """True (and stopped) once ``deadline`` (``time.monotonic()``) has passed."""
@@ -669,6 +679,7 @@ def online_update(
     """The update pass for the entries ``new_ids`` just extracted into ``scope`` only
     (``update: "online"``): each is compared with its nearest earlier entries (found by
     vector search, bounded), never the whole scope."""
+    view_at = datetime.now(UTC).timestamp()  # the search below reads the store after it
     found = store.get_entries(list(new_ids))
     new = [found[i] for i in new_ids if i in found and found[i].kind == "entry"]
     if not new:
@@ -681,12 +692,16 @@ def online_update(
     report = run_update(
         store, embedder, updater, scope, 0.8, only=new_ids, nearest=near, recheck=True
     )
-    # the new entries' review was their nearest found by the search (an earlier entry
-    # paired with one of them was shown it alone: that is no review of its own)
+    # The new entries' review was their nearest found by the search: they are up to date
+    # (a stored entry shown one of them had no review of its own). But one said before a
+    # stored entry was shown only to those the search found: left pending, the bounded
+    # update offers it to every later entry it reaches.
     key = updater_key(updater)
-    gone = {*report.deleted, *report.deferred}
     if key is not None:
-        store.mark_update_checked(REVIEW, key, {e.id: None for e in new if e.id not in gone})
+        backlog = {c for newer, row in near.items() if newer not in fresh for c, _ in row}
+        gone = {*report.deleted, *report.deferred, *backlog}
+        kept = [e.id for e in new if e.id not in gone]
+        store.mark_update_checked(REVIEW, key, review_floors(kept, near, REVIEW_K), view_at)
     return report
 
 

@@ -7,15 +7,18 @@ of every entry before it starts, work that grows with the square of the scope an
 stop at a deadline. Here only the pending entries are taken, :data:`PENDING_STEP` at a time
 in the order stored: their queue rows and review neighbours over the scope (the work grows
 with those entries times the scope), then the pass over just them. An entry is pending at
-the review when it has no check there, changed since its check, was checked under another
-updater or code (:func:`~lightmem.pipeline.update_checks.checks_key`), or an earlier entry
-new or changed reaches it: joins the nearest earlier entries its review shows
+the review when it has no check there, changed after the view its check was made from,
+was checked under another updater or code (:func:`~lightmem.pipeline.update_checks.checks_key`),
+or an earlier entry new or changed after that view reaches it: joins the nearest earlier
+entries its review and decide stage show
 (:func:`~lightmem.pipeline.update_reach.moved_reach`; a backlog imported late is offered
 to the later entries, an edited or restored memory to those that may replace it). Past the
 deadline no further step starts, and the next call goes on with what is still pending. A
-step that completed marks its entries brought up to date (but those the updater deferred)
-and flags the later entries its new or changed ones reach; a call goes once more from the
-start for what its own steps made pending behind them.
+step that completed marks its entries (but those the updater deferred) as of the call's
+view of the store, taken before it read the vectors, and flags the later entries its new or
+changed ones reach; a call looks again from the start for what its own steps made pending
+behind them, and takes no entry twice: one that changed after the view (edited meanwhile,
+rewritten or superseded by this call) is the next call's, which reads it as it is then.
 
 What it does not see, and the whole-scope pass does: a memory deleted, or edited into one
 less like a later memory than before, leaves the later memories that showed it with what
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from lightmem.embed.base import Embedder
 from lightmem.pipeline.update import (
@@ -41,7 +45,7 @@ from lightmem.pipeline.update import (
     updater_key,
 )
 from lightmem.pipeline.update_checks import REVIEW
-from lightmem.pipeline.update_reach import moved_reach, review_floor
+from lightmem.pipeline.update_reach import moved_reach, review_floors
 from lightmem.store.base import MemoryStore
 from lightmem.types import Scope
 
@@ -80,6 +84,9 @@ def update_pending(
     """Bring the entries of ``scope`` pending at the review up to date, ``step`` at a
     time, starting no step past ``deadline`` (``time.monotonic()``) but the first, so
     every call goes on even where reading the scope took longer than the deadline."""
+    # The view's time: what changes after it (an edit while this call runs, a rewrite or
+    # a supersession by this call) may not be in the vectors read, so stays pending.
+    view_at = datetime.now(UTC).timestamp()
     ids, matrix, groups, said = scope_vectors(store, scope)
     position = {i: n for n, i in enumerate(ids)}
     times = [said.get(i) for i in ids]
@@ -90,7 +97,7 @@ def update_pending(
     k = max(keep, REVIEW_K)  # one build gives both: a row's first k are its k nearest
     total: UpdateReport | None = None
     brought: set[str] = set()
-    after, looks, took = 0, 1, False
+    after, looks, took, left = 0, 1, False, False
     complete = True
     while True:
         first = total is None
@@ -100,16 +107,19 @@ def update_pending(
         found = store.unchecked_entries(scope, REVIEW, key, after, step)
         if not found:
             if not took:
-                break  # a look from the start found nothing to take: all up to date
+                break  # a look from the start found nothing to take
             if looks == _LOOKS:
-                complete = False
+                left = True
                 break
             # from the start again, for what this look's steps made pending behind them
             after, looks, took = 0, looks + 1, False
             continue
         after = found[-1].rid
-        # not those stored since the vectors were read, nor those deferred in this call
-        held = set(total.deferred) if total else set()
+        # Not those stored since the vectors were read, nor those deferred in this call,
+        # nor those it took already: pending again, they changed after the view (a later
+        # call takes them from a view that has the change).
+        held = brought | set(total.deferred if total else ())
+        left = left or any(p.id in brought for p in found)
         pending = [p for p in found if p.id in position and p.id not in held]
         if not pending:
             continue
@@ -133,15 +143,20 @@ def update_pending(
         if not report.complete:
             complete = False
             break
-        gone = set(report.deferred) | set(report.deleted)
-        kept = {i: review_floor(near.get(i, []), REVIEW_K) for i in chunk if i not in gone}
-        moved = [position[p.id] for p in pending if p.moved]
-        reached = moved_reach(matrix, groups, times, moved, floors) - set(rows)
-        store.flag_update_checks(REVIEW, [ids[n] for n in reached])
-        store.mark_update_checked(REVIEW, key, kept)
+        gone = {*report.deferred, *report.deleted}
+        # the floor over what the decide stage was shown too (k >= REVIEW_K)
+        kept = review_floors([i for i in chunk if i not in gone], near, k)
+        moved = [p for p in pending if p.moved]
+        reached = moved_reach(matrix, groups, times, [position[p.id] for p in moved], floors)
+        reached -= set(rows)
+        if reached:
+            changed = max(p.updated_at for p in moved)
+            store.flag_update_checks(REVIEW, [ids[n] for n in reached], changed)
+        store.mark_update_checked(REVIEW, key, kept, view_at)
         for n in reached:
             del floors[n]
         floors.update((position[i], f) for i, f in kept.items())
         brought.update(kept)
+    complete = complete and not left
     report = total or UpdateReport(0, (), ())
     return PendingUpdate(len(brought), replace(report, complete=complete))

@@ -11,14 +11,14 @@ Finding those later entries from the recorded floors lets the bounded update
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from lightmem.store.base import ScoredId
 
-__all__ = ["earlier_mask", "moved_reach", "review_floor"]
+__all__ = ["earlier_mask", "moved_reach", "review_floor", "review_floors"]
 
 
 def earlier_mask(
@@ -39,6 +39,13 @@ def review_floor(shown: Sequence[ScoredId], k: int) -> float | None:
     """The likeness of the last of the ``k`` nearest earlier entries ``shown`` (most like
     first); None when fewer than ``k`` were found."""
     return float(shown[k - 1][1]) if len(shown) >= k else None
+
+
+def review_floors(
+    ids: Iterable[str], shown: Mapping[str, Sequence[ScoredId]], k: int
+) -> dict[str, float | None]:
+    """:func:`review_floor` of each of ``ids`` from its row of ``shown`` (none: no floor)."""
+    return {i: review_floor(shown.get(i, ()), k) for i in ids}
 
 
 def moved_reach(

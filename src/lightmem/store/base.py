@@ -145,26 +145,28 @@ class Bookkeeping(Protocol):
         """The digests recorded at ``stage`` for those of ``ids`` that have one."""
 
     def mark_update_checked(
-        self, stage: str, key: str, min_scores: Mapping[str, float | None]
+        self, stage: str, key: str, min_scores: Mapping[str, float | None], checked_at: float
     ) -> None:
         """Note that the entries ``min_scores`` is keyed by were brought up to date at
-        ``stage`` under ``key`` (the updater and code) now (a digest recorded for them
-        stays), and at the review the likeness of the last earlier entry each was shown
-        (None: fewer were shown than asked for)."""
+        ``stage`` under ``key`` (the updater and code) from a view of the store taken at
+        ``checked_at`` (epoch seconds; what changed after it is still pending), a digest
+        recorded for them staying, and at the review the likeness of the last earlier entry
+        each was shown (None: fewer were shown than asked for)."""
 
     def forget_update_checks(self, scope: Scope) -> None:
         """Remove every check recorded for the scope's entries (at both stages): the
         offline update shows all of them again."""
 
-    def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
-        """Note that an earlier entry like each of ``ids`` moved (is new or changed): their
-        checks at ``stage`` are out of date (see :meth:`unchecked_entries`)."""
+    def flag_update_checks(self, stage: str, ids: Sequence[str], moved_at: float) -> None:
+        """Note that an earlier entry like each of ``ids`` changed at ``moved_at``: their
+        checks at ``stage`` made from an older view are out of date."""
 
     def unchecked_entries(
         self, scope: Scope, stage: str, key: str, after: int, limit: int
     ) -> list[PendingEntry]:
         """The scope's extracted entries past row ``after`` with no check at ``stage`` under
-        ``key``, changed since theirs, or flagged, in the order stored, at most ``limit``."""
+        ``key``, changed since theirs, or flagged since, in the order stored, at most
+        ``limit``."""
 
     def load_update_reach(self, scope: Scope, stage: str, key: str) -> dict[str, float | None]:
         """By entry id, the ``min_scores`` of the scope's checks at ``stage`` that are up to

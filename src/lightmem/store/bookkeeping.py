@@ -76,17 +76,16 @@ class SQLBookkeeping:
         )
 
     def mark_update_checked(
-        self, stage: str, key: str, min_scores: Mapping[str, float | None]
+        self, stage: str, key: str, min_scores: Mapping[str, float | None], checked_at: float
     ) -> None:
-        """Note that these entries were brought up to date at ``stage`` now (a digest
-        recorded for them stays; one with none gets an empty one, which no item matches)."""
-        now = time.time()
+        """Note that these entries were brought up to date at ``stage`` from a view taken
+        at ``checked_at`` (a digest recorded for them stays; one with none gets an empty
+        one, which no item matches; a flag set after that view stays in force)."""
         self._write_checks(
             stage,
             "ON CONFLICT (entry_id, stage) DO UPDATE SET checked_at = excluded.checked_at, "
-            "updater_key = excluded.updater_key, min_score = excluded.min_score, "
-            "neighbour_moved = 0",
-            [(eid, "", now, key, score) for eid, score in min_scores.items()],
+            "updater_key = excluded.updater_key, min_score = excluded.min_score",
+            [(eid, "", checked_at, key, score) for eid, score in min_scores.items()],
         )
 
     def _write_checks(
@@ -100,7 +99,7 @@ class SQLBookkeeping:
         with self.db.transaction() as s:
             s.many(
                 "INSERT INTO update_checks (entry_id, stage, digest, checked_at, updater_key, "
-                f"min_score, neighbour_moved) VALUES (?, ?, ?, ?, ?, ?, 0) {on_conflict}",
+                f"min_score, moved_at) VALUES (?, ?, ?, ?, ?, ?, 0) {on_conflict}",
                 [(eid, stage, *rest) for eid, *rest in rows],
             )
 
@@ -115,16 +114,16 @@ class SQLBookkeeping:
                 params,
             )
 
-    def flag_update_checks(self, stage: str, ids: Sequence[str]) -> None:
+    def flag_update_checks(self, stage: str, ids: Sequence[str], moved_at: float) -> None:
         if not ids or self.db.read_only:
             return
         with self.db.transaction() as s:
             for start in range(0, len(ids), IN_CHUNK):
                 chunk = ids[start : start + IN_CHUNK]
                 s.execute(
-                    "UPDATE update_checks SET neighbour_moved = 1 WHERE stage = ? "
+                    "UPDATE update_checks SET moved_at = ? WHERE stage = ? AND moved_at < ? "
                     f"AND entry_id IN ({placeholders(chunk)})",
-                    (stage, *chunk),
+                    (moved_at, stage, moved_at, *chunk),
                 )
 
     def unchecked_entries(
@@ -133,16 +132,16 @@ class SQLBookkeeping:
         where, params = scope_sql(self.db.dialect, scope, "e.")
         with self.db.read() as s:
             rows = s.all(
-                "SELECT e.rid, e.id, c.entry_id IS NULL OR e.updated_at > c.checked_at "
-                "FROM entries e LEFT JOIN update_checks c "
+                "SELECT e.rid, e.id, c.entry_id IS NULL OR e.updated_at > c.checked_at, "
+                "e.updated_at FROM entries e LEFT JOIN update_checks c "
                 "ON c.entry_id = e.id AND c.stage = ? "
                 f"WHERE {where} AND e.kind = 'entry' AND e.id NOT LIKE ? AND e.rid > ? "
                 "AND (c.entry_id IS NULL OR e.updated_at > c.checked_at "
-                "OR c.updater_key <> ? OR c.neighbour_moved = 1) "
+                "OR c.updater_key <> ? OR c.moved_at > c.checked_at) "
                 "ORDER BY e.rid LIMIT ?",
                 (stage, *params, PREFIX + "%", after, key, limit),
             )
-        return [PendingEntry(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+        return [PendingEntry(int(r[0]), str(r[1]), bool(r[2]), float(r[3])) for r in rows]
 
     def load_update_reach(self, scope: Scope, stage: str, key: str) -> dict[str, float | None]:
         where, params = scope_sql(self.db.dialect, scope, "e.")
@@ -151,7 +150,7 @@ class SQLBookkeeping:
                 "SELECT e.id, c.min_score FROM entries e JOIN update_checks c "
                 "ON c.entry_id = e.id AND c.stage = ? "
                 f"WHERE {where} AND e.kind = 'entry' AND e.updated_at <= c.checked_at "
-                "AND c.updater_key = ? AND c.neighbour_moved = 0",
+                "AND c.updater_key = ? AND c.moved_at <= c.checked_at",
                 (stage, *params, key),
             )
         return {str(r[0]): None if r[1] is None else float(r[1]) for r in rows}

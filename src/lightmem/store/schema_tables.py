@@ -209,9 +209,10 @@ def update_check_reach(t: ColumnTypes) -> str:
     one makes the entry pending); ``min_score``, at the review the likeness of the last of
     the nearest earlier entries shown (NULL: fewer than were asked for, so any earlier
     entry joins them), so an earlier entry new or changed and at least this like it
-    changes what it is shown; ``neighbour_moved``, 1 once such an entry was found."""
+    changes what it is shown; ``moved_at``, when the latest such entry changed (the check is
+    out of date while that is after ``checked_at``, the time of the view it was made from)."""
     return f"""
 ALTER TABLE update_checks {t.add_column} updater_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE update_checks {t.add_column} min_score {t.real};
-ALTER TABLE update_checks {t.add_column} neighbour_moved INTEGER NOT NULL DEFAULT 0
+ALTER TABLE update_checks {t.add_column} moved_at {t.real} NOT NULL DEFAULT 0
 """

@@ -50,3 +50,4 @@ class PendingEntry:
     #: have changed too); else only its check is out of date (made under another updater
     #: or code, or an earlier entry like it moved)
     moved: bool
+    updated_at: float  # when it last changed (epoch seconds)
