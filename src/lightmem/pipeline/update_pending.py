@@ -62,9 +62,10 @@ _LOOKS = 4
 
 @dataclass(frozen=True, slots=True)
 class PendingUpdate:
-    """What :func:`update_pending` did: entries brought up to date (each once however
-    often it was taken), and the passes' sum (``complete``: nothing is pending any more
-    but what the updater deferred)."""
+    """What :func:`update_pending` did: entries brought up to date (reviewed and marked,
+    each counted once; one that changed after the call's view is pending again), and the
+    passes' sum (``complete``: nothing is pending any more but what the updater
+    deferred)."""
 
     brought_up_to_date: int
     report: UpdateReport
