@@ -217,8 +217,14 @@ def test_a_backlog_said_before_is_offered_to_the_later_memories(tmp_path: Path) 
             _settle(mem)
             mem.add_memory(boston, force_extract=True, user_id=USER)
             if name == "pending":
-                done = _settle(mem)[0]
-                assert done.brought_up_to_date > 1  # the backlog and the later ones it reaches
+                rows = _Rows()
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(update_pending, "build_queue", rows)
+                    done = mem.offline_update_pending(max_seconds=60, user_id=USER)
+                # the backlog and the later ones it reaches, each taken once in the call
+                assert 1 < done.brought_up_to_date == sum(rows.asked)
+                assert not done.report.complete  # Boston, superseded after it was taken
+                _settle(mem)
                 assert _settle(mem)[0].brought_up_to_date == 0
             else:
                 _whole_pass(mem)
@@ -327,6 +333,12 @@ def test_after_the_whole_pass_nothing_is_pending(tmp_path: Path) -> None:
     second pass showed the later memories what the first superseded)."""
     with _memory(tmp_path / "m.db") as mem:
         _whole_pass(mem)
+        key = update.updater_key(mem.updater)
+        assert key is not None
+        pending = mem.store.unchecked_entries(Scope(USER), "review", key, 0, 100)
+        texts = {e.id: e.text for e in mem.list_entries(limit=100, user_id=USER)}
+        # what its review superseded changed after the view its checks were made from
+        assert [texts[p.id] for p in pending] == ["Boston near harbour"]
         _whole_pass(mem)
         done = _settle(mem)[0]
         assert done.brought_up_to_date == 0 and done.report.reviewed == 0
@@ -353,7 +365,7 @@ def _ends_as_the_whole_pass(mem: LightMemory) -> None:
     assert _outcome(mem) == before
 
 
-@pytest.mark.parametrize("others", ["a user", "another server"])
+@pytest.mark.parametrize("others", ["a user", "another server", "a user, as it reads"])
 def test_an_edit_while_a_call_runs_is_taken_from_a_view_that_has_it(
     store_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, others: str
 ) -> None:
@@ -370,7 +382,7 @@ def test_an_edit_while_a_call_runs_is_taken_from_a_view_that_has_it(
         edits: list[MemoryEntry] = []
         chicago = "I live in Chicago, near the lake."
 
-        def editing_meanwhile(*args: Any, **kwargs: Any) -> dict[str, list[ScoredId]]:
+        def edit() -> None:
             if not edits:
                 edits.append(other.update(edited.id, chicago, user_id=USER))
                 if others == "another server":
@@ -378,9 +390,21 @@ def test_an_edit_while_a_call_runs_is_taken_from_a_view_that_has_it(
                         other.store, other.embedder, other.updater, Scope(USER), 20, 10,
                         0.8, -1.0, step=2,
                     )  # fmt: skip
+
+        def editing_meanwhile(*args: Any, **kwargs: Any) -> dict[str, list[ScoredId]]:
+            edit()
             return update.build_queue(*args, **kwargs)
 
-        monkeypatch.setattr(update_pending, "build_queue", editing_meanwhile)
+        if others == "a user, as it reads":  # the edit lands just after the vectors are read
+
+            def reading(store: Any, scope: Scope) -> Any:
+                read = update.scope_vectors(store, scope)
+                edit()
+                return read
+
+            monkeypatch.setattr(update_pending, "scope_vectors", reading)
+        else:
+            monkeypatch.setattr(update_pending, "build_queue", editing_meanwhile)
         update_pending.update_pending(
             mem.store, mem.embedder, mem.updater, Scope(USER), 20, 10, 0.8, 1e18, step=1
         )
@@ -484,3 +508,37 @@ def test_a_floor_covers_what_the_decide_stage_was_shown_too(tmp_path: Path, keep
         assert key is not None
         floors = mem.store.load_update_reach(Scope(USER), "review", key)
         assert (floors[last.id] is None) == (keep > update.REVIEW_K)
+        # the bounded update's floor is that of the row it built, as long as the queue's
+        mem.store.forget_update_checks(Scope(USER))
+        update_pending.update_pending(
+            mem.store, mem.embedder, mem.updater, Scope(USER), keep, keep, 0.8, 1e18
+        )
+        ids, matrix, groups, said = update.scope_vectors(mem.store, Scope(USER))
+        times = [said[i] for i in ids]
+        k = max(keep, update.REVIEW_K)
+        built = update.build_queue(ids, matrix, groups, k, k, times=times)
+        floors = mem.store.load_update_reach(Scope(USER), "review", key)
+        assert floors[last.id] == pytest.approx(built[last.id][k - 1][1])
+
+
+def test_a_flag_keeps_the_latest_change_and_only_a_later_view_clears_it(
+    store_config: dict[str, Any],
+) -> None:
+    with LightMemory.from_config({"store": store_config}) as mem:
+        mem.add_memory(_turns()[:2], force_extract=True, user_id=USER)
+        a, b = sorted(e.id for e in mem.list_entries({"kind": "entry"}, limit=9, user_id=USER))
+        store, view = mem.store, time.time() + 1000  # a view after every change they had
+
+        def pending() -> set[str]:
+            found = store.unchecked_entries(Scope(USER), "review", "k", 0, 10)
+            return {p.id for p in found} & {a, b}
+
+        store.mark_update_checked("review", "k", {a: None, b: 0.5}, view)
+        assert pending() == set()
+        store.flag_update_checks("review", [a], view + 20)  # an earlier memory changed then
+        store.flag_update_checks("review", [a], view + 10)  # an older change: the later stays
+        store.mark_update_checked("review", "k", {a: None}, view + 15)  # a view before it
+        assert pending() == {a}
+        assert store.load_update_reach(Scope(USER), "review", "k") == {b: 0.5}  # a: pending
+        store.mark_update_checked("review", "k", {a: None}, view + 30)
+        assert pending() == set()

@@ -22,9 +22,11 @@ rewritten or superseded by this call) is the next call's, which reads it as it i
 
 What it does not see, and the whole-scope pass does: a memory deleted, or edited into one
 less like a later memory than before, leaves the later memories that showed it with what
-they were shown (the whole pass would show them the next nearest). "Changed since" compares
-the clocks of the processes that wrote and checked: servers sharing a PostgreSQL store
-should keep theirs in step.
+they were shown (the whole pass would show them the next nearest); an edit of a memory
+without a time stores it as the newest, so those after it lose it as after a deletion; an
+edit whose write straddles the moment a call takes its view is settled from the vector
+before it. The times compared are the clocks of the processes that wrote and checked:
+servers sharing a PostgreSQL store should keep theirs in step.
 """
 
 from __future__ import annotations
