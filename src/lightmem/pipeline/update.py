@@ -159,9 +159,8 @@ def build_queue(
 
     ``ids``/``matrix`` rows are in insertion order; ``times`` (seconds, None for an entry
     without a timestamp) are when each was said (which is earlier: :func:`earlier_mask`).
-    Work is done in numpy blocks, so
-    10k entries take well under a second; memory is O(block x n); the work grows with
-    the entries asked for times all of them.
+    Work is done in numpy blocks, so 10k entries take well under a second; memory is
+    O(block x n); the work grows with the entries asked for times all of them.
     """
     for name, value, cap in (
         ("top_k", top_k, MAX_TOP_K),

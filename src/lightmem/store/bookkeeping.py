@@ -104,9 +104,9 @@ class SQLBookkeeping:
             )
 
     def forget_update_checks(self, scope: Scope) -> None:
-        where, params = scope_sql(self.db.dialect, scope, "e.")
         if self.db.read_only:
             return
+        where, params = scope_sql(self.db.dialect, scope, "e.")
         with self.db.transaction() as s:
             s.execute(
                 "DELETE FROM update_checks WHERE entry_id IN "
