@@ -542,3 +542,26 @@ def test_a_flag_keeps_the_latest_change_and_only_a_later_view_clears_it(
         assert store.load_update_reach(Scope(USER), "review", "k") == {b: 0.5}  # a: pending
         store.mark_update_checked("review", "k", {a: None}, view + 30)
         assert pending() == set()
+
+
+def test_a_memory_the_stored_queue_does_not_hold_is_left_to_the_bounded_update(
+    tmp_path: Path,
+) -> None:
+    """The whole pass over a queue built before a memory was stored reviews it but never
+    showed it to the decide stage: it stays pending, and a server's call decides it."""
+    with _memory(tmp_path / "m.db") as mem:
+        _whole_pass(mem)
+        again = {"id": "again", "speaker_name": "Lena", "timestamp": "2023-11-10T10:00:00",
+                 "content": "I really love hiking in the Alps every summer."}  # fmt: skip
+        mem.add_memory(again, force_extract=True, user_id=USER)
+        mem.offline_update_all_entries(0.8, user_id=USER)  # the queue of before
+        key = update.updater_key(mem.updater)
+        assert key is not None
+        pending = mem.store.unchecked_entries(Scope(USER), "review", key, 0, 100)
+        entries = mem.list_entries({"kind": "entry"}, limit=100, user_id=USER)
+        late = [e.id for e in entries if "again" in e.source_ids]
+        assert late and set(late) <= {p.id for p in pending}
+        _settle(mem)
+        before = _outcome(mem)
+        _whole_pass(mem)  # with a queue built now: nothing left to decide otherwise
+        assert _outcome(mem) == before

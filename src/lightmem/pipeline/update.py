@@ -496,7 +496,9 @@ class _UpdateState:
         if self.key is None or not self.marks:
             return
         gone = self.deleted | self.vanished | self.deferred
-        kept = [i for i in newer if i not in gone]
+        # not one without a queue row but with earlier entries: a queue built before it was
+        # stored, so its decide stage has not run (the bounded update runs both stages)
+        kept = [i for i in newer if i not in gone and (i in self.queue or not nearest[i])]
         floors = review_floors(kept, nearest, REVIEW_K)
         # a queue row longer than the review: an earlier entry further than the review's
         # last may still join the decide stage, so any may
