@@ -121,9 +121,11 @@ def update_pending(
         # Not those stored since the vectors were read, nor those deferred in this call,
         # nor those it took already: pending again, they changed after the view (a later
         # call takes them from a view that has the change).
-        held = brought | set(total.deferred if total else ())
+        deferred = set(total.deferred) if total else set()
         left = left or any(p.id in brought for p in found)
-        pending = [p for p in found if p.id in position and p.id not in held]
+        pending = [
+            p for p in found if p.id in position and p.id not in brought and p.id not in deferred
+        ]
         if not pending:
             continue
         took = True

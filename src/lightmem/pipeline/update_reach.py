@@ -22,14 +22,18 @@ __all__ = ["earlier_mask", "moved_reach", "review_floor", "review_floors"]
 
 
 def earlier_mask(
-    at: npt.NDArray[np.int64], times: npt.NDArray[np.float64]
+    at: npt.NDArray[np.int64],
+    times: npt.NDArray[np.float64],
+    cols: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.bool_]:
-    """``mask[r, j]``: entry ``j`` is earlier than entry ``at[r]`` (positions in the order
-    stored; ``times`` in seconds, NaN where not known). Of two entries with a time, the one
-    said first is the earlier, whichever was stored first (a backlog imported newest
-    first); otherwise, and at equal times, the one stored first."""
-    cols = np.arange(len(times))
-    t_row, t_col = times[at, None], times[None, :]
+    """``mask[r, j]``: entry ``cols[j]`` (all entries by default) is earlier than entry
+    ``at[r]`` (positions in the order stored; ``times`` in seconds, NaN where not known).
+    Of two entries with a time, the one said first is the earlier, whichever was stored
+    first (a backlog imported newest first); otherwise, and at equal times, the one stored
+    first."""
+    if cols is None:
+        cols = np.arange(len(times))
+    t_row, t_col = times[at, None], times[None, cols]
     by_time = ~np.isnan(t_row) & ~np.isnan(t_col) & (t_row != t_col)
     mask: npt.NDArray[np.bool_] = np.where(by_time, t_col < t_row, cols[None, :] < at[:, None])
     return mask
@@ -59,21 +63,19 @@ def moved_reach(
     """Positions of the entries whose review the entries at ``rows`` (new or changed)
     join: said after one of them, of its group, and at least as like it as their floor
     (``floors`` by position; an entry without one is not reached: it is reviewed anyway)."""
-    n = len(groups)
-    if not rows or not floors or n == 0:
+    if not rows or not floors:
         return set()
-    floor = np.full(n, np.inf)
-    for pos, value in floors.items():
-        floor[pos] = -np.inf if value is None else value
+    # only the entries with a floor can be reached: the work is those times the rows
+    cols = np.fromiter(floors, dtype=np.int64, count=len(floors))
+    floor = np.array([-np.inf if floors[c] is None else floors[c] for c in cols])
     g = np.asarray(groups, dtype=object)
     t = np.array([np.nan if x is None else x for x in times], dtype=np.float64)
-    cols = np.arange(n)
     wanted = np.asarray(rows, dtype=np.int64)
     reached: set[int] = set()
     for start in range(0, len(wanted), block):
         at = wanted[start : start + block]
-        sims = matrix[at] @ matrix.T
-        later = ~earlier_mask(at, t) & (cols[None, :] != at[:, None])
-        hit = later & (g[None, :] == g[at, None]) & (sims >= floor[None, :])
-        reached.update(int(j) for j in np.flatnonzero(hit.any(axis=0)))
+        sims = matrix[at] @ matrix[cols].T
+        later = ~earlier_mask(at, t, cols) & (cols[None, :] != at[:, None])
+        hit = later & (g[None, cols] == g[at, None]) & (sims >= floor[None, :])
+        reached.update(int(cols[j]) for j in np.flatnonzero(hit.any(axis=0)))
     return reached - {int(r) for r in rows}
