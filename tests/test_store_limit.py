@@ -5,6 +5,8 @@ purge makes room again, on both backends."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
+from conftest import backend_store_config, require_postgres
 from lightmem import LightMemory, StoreFullError
 from lightmem.errors import ConfigError, InvalidInputError
 from lightmem.fluxmem.agent import FluxMemAgent
@@ -88,6 +91,46 @@ def test_a_full_store_refuses_what_adds_and_keeps_the_rest(
         assert mem.store.size_bytes() < empty + mem.store.max_bytes / 4
         mem.add_memory(_turns(99), force_extract=True, user_id="ana")
         assert len(mem.list_entries({"kind": "entry"}, limit=1000, user_id="ana")) == 20
+
+
+def test_a_purge_reclaims_once_the_transactions_older_than_it_end(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL keeps deleted rows that a transaction begun before the purge's commit may
+    still see, through a VACUUM FULL too: a purge waits for such transactions (written
+    ones hold every database back), and says when it could not wait long enough."""
+    import psycopg
+
+    from lightmem.store import postgres_db
+
+    with (
+        backend_store_config("postgres", store_path) as config,
+        LightMemory.from_config({"store": {**config, "max_mb": 1}}) as mem,
+    ):
+        empty = mem.store.size_bytes()
+        _fill(mem)
+        first = mem.list_entries(limit=1, user_id="ana")[0]
+        with psycopg.connect(require_postgres()) as other:
+            other.execute("SELECT txid_current()")  # a write transaction, open meanwhile
+            monkeypatch.setattr(postgres_db, "RECLAIM_LOCK_S", 0.3)
+            assert not mem.purge(first.id, user_id="ana").compacted  # it waited 0.3 s
+            monkeypatch.undo()
+            ended: list[float] = []
+
+            def end_it() -> None:
+                time.sleep(1.0)
+                other.commit()
+                ended.append(time.monotonic())
+
+            ender = threading.Thread(target=end_it)
+            ender.start()
+            try:
+                report = mem.purge(user_id="ana")
+                done = time.monotonic()
+            finally:
+                ender.join()
+        assert report.compacted and ended and ended[0] < done
+        assert mem.store.size_bytes() < empty + 1024 * 1024 / 4
 
 
 def test_no_limit_by_default_and_bad_limits_are_named(store_path: Path) -> None:

@@ -106,16 +106,18 @@ class PostgresDatabase:
         VACUUM FULL, which rewrites each table and its indexes (the HNSW one too) holding
         its lock meanwhile, so :meth:`size_bytes` goes down; a table whose lock is not had
         within :data:`RECLAIM_LOCK_S` (a long transaction elsewhere) gets the plain VACUUM
-        instead and the answer is False. VACUUM cannot run in a transaction: one pooled
-        connection is switched to autocommit for it."""
+        instead and the answer is False. A VACUUM keeps the rows that a transaction begun
+        before the purge's commit may still see (one with a write or a snapshot open, in any
+        database of the server): it first waits up to :data:`RECLAIM_LOCK_S` for those to
+        end, and the answer is False if some were still open. VACUUM cannot run in a
+        transaction: one pooled connection is switched to autocommit for it."""
         if reclaim:
             try:
-                self.vacuum(tables, "VACUUM FULL", "purge committed", RECLAIM_LOCK_S)
-                return True
+                return self.vacuum(tables, "VACUUM FULL", "purge committed", RECLAIM_LOCK_S)
             except _LockTimeout:
                 log.warning("%s: VACUUM FULL waited too long for a lock; plain VACUUM", self.label)
-        self.vacuum(tables, "VACUUM", "purge committed")
-        return not reclaim
+        settled = self.vacuum(tables, "VACUUM", "purge committed", settle_s=RECLAIM_LOCK_S)
+        return settled and not reclaim
 
     def size_bytes(self) -> int:
         """The size of the schema's tables with their indexes and TOAST, as allocated:
@@ -132,20 +134,31 @@ class PostgresDatabase:
             )
 
     def vacuum(
-        self, tables: Sequence[str], command: str, done: str, lock_timeout_s: float = 0.0
-    ) -> None:
+        self,
+        tables: Sequence[str],
+        command: str,
+        done: str,
+        lock_timeout_s: float = 0.0,
+        *,
+        settle_s: float | None = None,
+    ) -> bool:
         """Run ``command`` (``VACUUM`` with its options) on ``tables`` of this schema, outside
         a transaction (on one pooled connection switched to autocommit); a failure is a
         :class:`StoreError` saying what had been ``done`` already. ``lock_timeout_s`` (0:
-        wait): a lock not had by then raises ``_LockTimeout``."""
+        wait): a lock not had by then raises ``_LockTimeout``. First, up to ``settle_s``
+        (default ``lock_timeout_s``) for the transactions open now to end (see
+        :meth:`compact`); False when some had not."""
         import psycopg
         from psycopg_pool import PoolClosed
 
         if not tables:
-            return
+            return True
         try:
             with self._pool.connection() as conn:
                 conn.autocommit = True
+                settled = _older_transactions_ended(
+                    conn, lock_timeout_s if settle_s is None else settle_s
+                )
                 if lock_timeout_s:
                     conn.execute(f"SET lock_timeout = {int(lock_timeout_s * 1000)}")
                 try:
@@ -161,6 +174,7 @@ class PostgresDatabase:
             raise _LockTimeout from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.label}: {done}, {command} failed: {exc}") from exc
+        return settled
 
     def close(self) -> None:
         try:
@@ -172,6 +186,29 @@ class PostgresDatabase:
         """Delete this schema and everything in it (tests, benchmarks)."""
         with self.transaction() as s:
             s.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+# Other clients' transactions that began before now: their xid or their snapshot's xmin is
+# older than the next xid as of now (age() counts back from the next xid, so wrap-around is
+# handled). Autovacuum and other VACUUMs do not hold rows back: client backends only.
+_OLDER_TRANSACTIONS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend' "
+    "AND greatest(age(backend_xid), age(backend_xmin)) > age(xid(%s::text::xid8))"
+)
+
+
+def _older_transactions_ended(conn: Any, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` until no transaction open now on the server is still open (in
+    any database: one that has written holds every database's horizon back); whether none
+    is."""
+    mark = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]
+    deadline = time.monotonic() + timeout_s
+    while conn.execute(_OLDER_TRANSACTIONS, (mark,)).fetchone()[0]:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def apply_migrations(
