@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +50,34 @@ def _caller_environment_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
     that needs one sets it itself with ``monkeypatch.setenv``."""
     for name in library_vars(os.environ):
         monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wordllama_weights_loaded_once_per_process() -> Iterator[None]:
+    """Each ``WordLlamaEmbedder`` loads its weights when first used (~0.2 s of CPU: the
+    tokenizer file and a float cast), and the suite builds some 650 of them in its two
+    workers: there, one load per (config, dimension) is shared by all of them, as a
+    server's tenants share one. The weights are only read once loaded. Tests that count
+    loads wrap this function and still see each call (a model's first use calls it)."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    from wordllama import WordLlama  # its import calls logging.basicConfig: undone below
+
+    root.setLevel(level)
+    for h in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(h)
+    load = WordLlama.load
+    loaded: dict[tuple[object, ...], Any] = {}
+
+    def load_once(*args: Any, **kwargs: Any) -> Any:
+        key = (*args, *sorted(kwargs.items()))
+        if key not in loaded:
+            loaded[key] = load(*args, **kwargs)
+        return loaded[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WordLlama, "load", staticmethod(load_once))
+        yield
 
 
 @pytest.fixture(scope="session")
