@@ -329,7 +329,7 @@ def test_bench_serve_runs_on_both_backends(backend: str) -> None:
     from lightmem.bench import serve as serve_bench
 
     dsn = require_postgres() if backend == "postgres" else None
-    out = serve_bench.run(memories=200, clients=2, requests=20, mcp_calls=5, dsn=dsn)
+    out = serve_bench.run(memories=50, clients=2, requests=20, mcp_calls=5, dsn=dsn)
     rest = out["rest_retrieve"]
     assert rest["requests"] == 20 and rest["errors"] == 0 and rest["p95_ms"] > 0
     assert out["mcp_stdio_retrieve"]["calls"] == 5
