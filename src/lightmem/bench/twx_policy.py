@@ -4,10 +4,15 @@ gives whose slots bind to the current game, and explores where no plan step appl
 Plans come from the FluxMem context: a skill's steps and slot rules, or, without a skill,
 the slotted steps induced from the similar episodes shown (from each run, the steps the
 game scored and the ones that made those possible). Every arm explores the same way (the
-no-memory baseline is this explorer alone): it reads what can be read, takes what the
-texts it read name, and otherwise takes an untried valid action (never one that only
-inspects or closes something); with memory it also skips the actions that ended similar
-runs in a like state (:class:`Outcomes`).
+no-memory baseline is the explorer alone), by one of :data:`EXPLORERS`:
+
+- ``informed`` (:class:`InformedExplorer`): it reads what can be read, takes what the
+  texts it read name, and otherwise takes an untried valid action (never one that only
+  inspects or closes something), retakes what a wrong place gave back, and walks on
+  toward the scene seen least.
+
+With memory the player follows its plans first and skips the actions that ended similar
+runs in a like state (:class:`Outcomes`), whichever the explorer.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from lightmem.bench.twx_env import READ_VERBS, Game, TWXWorld
+from lightmem.bench.twx_env import READ_VERBS, Game, Turn, TWXWorld
+from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.meaning import Meaning
 from lightmem.fluxmem.slots import (
     Outcomes,
@@ -36,10 +42,13 @@ from lightmem.fluxmem.slots import (
 from lightmem.fluxmem.types import Node, StepResult
 
 __all__ = [
+    "EXPLORERS",
     "FAILED",
     "LOWERED",
     "PASSIVE",
     "SCORED",
+    "Explorer",
+    "InformedExplorer",
     "Plan",
     "Player",
     "mattered",
@@ -112,6 +121,34 @@ def verdict(reply: str, relevant: bool = False) -> bool | None:
     return None
 
 
+class Explorer(Protocol):
+    """How a player explores one attempt where no plan step of memory applies: it picks
+    each action (None: stop) and sees what each action led to."""
+
+    def choose(
+        self,
+        player: Player,
+        game: Game,
+        plans: Sequence[Plan],
+        outcomes: Outcomes | None,
+        seen: str,
+        rng: random.Random,
+        taken: Sequence[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> str | None: ...
+
+    def record(
+        self,
+        player: Player,
+        game: Game,
+        action: str,
+        turn: Turn,
+        seen: str,
+        opened: set[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> None: ...
+
+
 class Player:
     """Plays one game attempt; keeps, across attempts at the same game, which action came
     just before a failure (an agent's own short-term memory, not the graph)."""
@@ -120,12 +157,22 @@ class Player:
     MAX_USES = 3
 
     def __init__(
-        self, world: TWXWorld, step_limit: int, seed: int, meaning: Meaning | None = None
+        self,
+        world: TWXWorld,
+        step_limit: int,
+        seed: int,
+        meaning: Meaning | None = None,
+        explorer: str = "informed",
     ) -> None:
+        if explorer not in EXPLORERS:
+            raise InvalidInputError(
+                f"explorer: expected one of {', '.join(EXPLORERS)}, got {explorer!r}"
+            )
         self.world = world
         self.meaning = meaning  # how plans guess by likeness of names, if at all
         self.step_limit = step_limit
         self.seed = seed
+        self.explorer = explorer
         self.tabu: set[str] = set()
         self.scored: list[str] = []  # actions the game scored in earlier attempts
         # Shapes of actions that undid a scored one in this attempt (the carrot put down
@@ -149,54 +196,23 @@ class Player:
         rng = random.Random(f"{self.seed}:{seed}:{self.attempt}")
         self.attempt += 1
         self.undoing = set()
+        explorer = EXPLORERS[self.explorer](self, game)
         actions: list[str] = []
         observations: list[str] = []
         docs: list[str] = []
         opened: list[set[str]] = []  # per action, the valid actions it made available
         states: list[tuple[frozenset[str], float]] = [(frozenset(game.valid), game.score)]
-        tried: set[str] = set()
-        # Actions that took the agent elsewhere (most valid actions changed: a move) are
-        # "tried" per state: "move south" from another room is another move.
-        moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
-        uses: Counter[str] = Counter()
-        # Actions that changed nothing (same valid actions, same score: "You can't move
-        # there, the door is closed"): untried again once another action on the same
-        # thing is taken ("open door to east" after "move east").
-        refused: set[str] = set()
-        visits: Counter[str] = Counter()  # times each scene was entered
-        leads: dict[tuple[str, str], str] = {}  # (scene, move) -> the scene it led to
-        gained: set[str] = set()  # actions the game scored in this attempt
         last = ""
-        scene = ""  # the first sentence of the latest scene description
         while not game.done and len(actions) < self.step_limit:
             seen = "\n".join([game.task, *observations])
-            # First look around, so what the room holds is in the run's observations.
-            look = not actions and "look around" in game.valid
-            here = (*states[-1], scene)  # the valid actions, the score, the scene
-            done_here = tried - {
-                a for a, at in moving.items() if here not in at and uses[a] < self.MAX_USES
-            }
-            action = (
-                "look around"
-                if look
-                else self._choose(game, plans, outcomes, done_here, seen, rng, actions)
-            )
+            # Whatever the explorer, first look around, so what the room holds is in the
+            # run's observations (what memory's plans bind to and episodes record).
+            if not actions and "look around" in game.valid:
+                action: str | None = "look around"
+            else:
+                action = explorer.choose(self, game, plans, outcomes, seen, rng, actions, states)
             if action is None:
-                # Nothing untried here: walk on rather than stop with steps left (the rooms
-                # beyond may hold what is sought), toward the scene seen least (one never
-                # reached from here counts as unseen), never by a move memory says harms.
-                ways = sorted(
-                    a
-                    for a in game.valid
-                    if a in moving
-                    and a not in self.tabu
-                    and (outcomes is None or not outcomes.harmful(a, game.reads, seen))
-                )
-                if not ways:
-                    break  # no move known from here: nothing left to try
-                seen_by = {a: visits[leads[(scene, a)]] if (scene, a) in leads else 0 for a in ways}
-                least = min(seen_by.values())
-                action = rng.choice([a for a in ways if seen_by[a] == least])
+                break
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             text = f"{turn.observation} {turn.feedback}".strip()
@@ -205,46 +221,7 @@ class Player:
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             opened.append(set(turn.valid) - before)
             states.append((frozenset(turn.valid), turn.score))
-            if action.split()[0] not in (*READ_VERBS, *PASSIVE):  # those change nothing
-                # Once each: a door's opening changes no valid action, so "open door to
-                # east" looks refused too, and must not wake "move east" for ever.
-                unblocked = {
-                    a
-                    for a in refused
-                    if a != action and uses[a] < 2 and _objects(a) & _objects(action)
-                }
-                refused -= unblocked
-                tried -= unblocked
-                if states[-1] == states[-2]:
-                    refused.add(action)
-                else:
-                    refused.discard(action)
-            # Never the same action twice, unless it scored and a later action that scored
-            # nothing made it available again (the carrot put down can be taken again; the
-            # shirt put in its place is not taken out), then once more; as often as a later
-            # action that lowered the score made it available (put in a wrong place).
-            uses[action] += 1
-            tried.add(action)
-            # A reply that reads like the opening "look around" (its first words) but
-            # describes another scene took the agent elsewhere.
-            first = turn.observation.split(". ")[0]
-            if scene and first.split()[:3] == scene.split()[:3] and first != scene:
-                moving.setdefault(action, set()).add(here)
-            if look or action in moving:
-                if action in moving:
-                    leads[(scene, action)] = first
-                scene = first
-                visits[scene] += 1
-            if text.endswith(SCORED):
-                gained.add(action)
-            elif text.endswith(LOWERED):
-                # A wrong place (the shirt in the sink): take it back to try another place
-                # as often as it takes; the wrong put is not tried again (tabu below).
-                tried -= {a for a in opened[-1] if a in gained}
-            else:
-                tried -= {a for a in opened[-1] if a in gained and uses[a] < 2}
-            if opened[-1] & gained:
-                self.undoing.add(abstract(action, game.reads, seen)[0])
+            explorer.record(self, game, action, turn, seen, opened[-1], states)
             last = action
             self.steps += 1
             if text.endswith(SCORED) and action not in self.scored:
@@ -274,6 +251,9 @@ class Player:
         rng: random.Random,
         taken: Sequence[str] = (),
     ) -> str | None:
+        """The informed explorer's choice among the valid actions not in ``tried``: what
+        can be read, else a plan's step, else what the texts read name, else the most
+        promising untried action."""
         reads = game.reads
         fresh = [a for a in game.valid if a not in tried and a not in self.tabu]
         safe = [a for a in fresh if outcomes is None or not outcomes.harmful(a, reads, seen)]
@@ -281,62 +261,15 @@ class Player:
         for a in safe:
             if a.split()[0] == "read":
                 return a
-        # Plan steps that say which action (a constant, or slots filled by a rule) come
-        # before those whose slots take anything in view ("move <seen1>": any exit), which
-        # only say what kind of action to explore with. A step that can only guess (its
-        # pick table lacks the thing here) waits for the plan's exploring steps before
-        # it: what the skill opens first may hold the place a better guess names.
-        guess: tuple[list[str], str, Plan, int, dict[str, Any]] | None = None
-        for plan in plans:
-            for i, step in enumerate(plan.steps):
-                rules = plan.slots.get(step, {})
-                if _wildcard(step, rules):
-                    continue
-                bound, how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
-                if bound and how == "fits":  # the step allows these equally
-                    return rng.choice(bound)
-                if bound and guess is None:
-                    # What every plan knows of where things go, before guessing.
-                    others = [p.slots.get(step, {}) for p in plans if p is not plan]
-                    rules = pooled([rules, *others])
-                    wider, wider_how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
-                    if wider:
-                        bound, how = wider, wider_how
-                    if how in ("fits", "unclaimed") or not _where_things_go(rules):
-                        # A recipe verb's tool: opening things shows no other tool.
-                        return rng.choice(bound)
-                    guess = (bound, how, plan, i, rules)
-        if guess is not None:
-            return _ahead_of_guess(*guess, plans, safe, reads, seen, rng, self.meaning)
-        for plan in plans:
-            for step in plan.steps:
-                rules = plan.slots.get(step, {})
-                if _wildcard(step, rules) and (bound := bind(step, rules, safe, reads, seen)):
-                    return rng.choice(bound)
-        # An action of a shape some plan has a slotted step for, which that step did not
-        # bind, is one memory says does not apply here (cook what the recipe does not say
-        # to cook, or with another tool): not tried at random where that shape has ended
-        # a game (a put that only lowered the score can still be tried).
-        shaped = {step for plan in plans for step in plan.steps if "<" in step}
-        if shaped and outcomes is not None:
-            risky = shaped & set(outcomes.bad)
-            safe = [a for a in safe if abstract(a, reads, seen)[0] not in risky]
-        # A plan being followed wants to take a thing that is not in view (this kitchen
-        # keeps the knife in another drawer): look inside what is closed first.
-        if _out_of_view(plans, taken, game.valid):
-            opening = [a for a in safe if _opens(a)]
-            if opening:
-                docs = reads[1:] or reads
-                rank = {a: self._rank(a, outcomes, reads, docs, seen) for a in opening}
-                best = max(rank.values())
-                return rng.choice([a for a in opening if rank[a] == best])
+        action, safe = self._planned(game, plans, outcomes, safe, seen, rng, taken)
+        if action is not None:
+            return action
         # Take what the texts read name (the task's object, the recipe's ingredients).
         read_text = "\n".join(lines(reads))
         for a in safe:
             verb, _, thing = a.partition(" ")
             if verb == "take" and thing and _named(read_text, thing):
                 return a
-        # Then act on what they name; else open what is closed; else anything untried.
         # Then what helped in like states; then act on what they name, else open what is
         # closed, else anything untried; what was often done to no effect comes last.
         pool = [a for a in safe if a.split()[0] not in PASSIVE] or safe or fresh
@@ -354,6 +287,64 @@ class Player:
         best = max(rank.values())
         return rng.choice([a for a in pool if rank[a] == best])
 
+    def _planned(
+        self,
+        game: Game,
+        plans: Sequence[Plan],
+        outcomes: Outcomes | None,
+        safe: list[str],
+        seen: str,
+        rng: random.Random,
+        taken: Sequence[str],
+    ) -> tuple[str | None, list[str]]:
+        """What memory's plans take among ``safe`` (the valid actions the explorer has not
+        tried, none that memory says harms here), if a step of theirs applies; and
+        ``safe`` without the actions memory says not to try at random."""
+        reads = game.reads
+        # Plan steps that say which action (a constant, or slots filled by a rule) come
+        # before those whose slots take anything in view ("move <seen1>": any exit), which
+        # only say what kind of action to explore with. A step that can only guess (its
+        # pick table lacks the thing here) waits for the plan's exploring steps before
+        # it: what the skill opens first may hold the place a better guess names.
+        guess: tuple[list[str], str, Plan, int, dict[str, Any]] | None = None
+        for plan in plans:
+            for i, step in enumerate(plan.steps):
+                rules = plan.slots.get(step, {})
+                if _wildcard(step, rules):
+                    continue
+                bound, how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
+                if bound and how == "fits":  # the step allows these equally
+                    return rng.choice(bound), safe
+                if bound and guess is None:
+                    # What every plan knows of where things go, before guessing.
+                    others = [p.slots.get(step, {}) for p in plans if p is not plan]
+                    rules = pooled([rules, *others])
+                    wider, wider_how = bind_ranked(step, rules, safe, reads, seen, self.meaning)
+                    if wider:
+                        bound, how = wider, wider_how
+                    if how in ("fits", "unclaimed") or not _where_things_go(rules):
+                        # A recipe verb's tool: opening things shows no other tool.
+                        return rng.choice(bound), safe
+                    guess = (bound, how, plan, i, rules)
+        if guess is not None:
+            return _ahead_of_guess(*guess, plans, safe, reads, seen, rng, self.meaning), safe
+        for plan in plans:
+            for step in plan.steps:
+                rules = plan.slots.get(step, {})
+                if _wildcard(step, rules) and (bound := bind(step, rules, safe, reads, seen)):
+                    return rng.choice(bound), safe
+        safe = _not_at_random(safe, plans, outcomes, reads, seen)
+        # A plan being followed wants to take a thing that is not in view (this kitchen
+        # keeps the knife in another drawer): look inside what is closed first.
+        if _out_of_view(plans, taken, game.valid):
+            opening = [a for a in safe if _opens(a)]
+            if opening:
+                docs = reads[1:] or reads
+                rank = {a: self._rank(a, outcomes, reads, docs, seen) for a in opening}
+                best = max(rank.values())
+                return rng.choice([a for a in opening if rank[a] == best]), safe
+        return None, safe
+
     @staticmethod
     def _rank(
         action: str, outcomes: Outcomes | None, reads: list[str], docs: list[str], seen: str
@@ -366,6 +357,146 @@ class Player:
         else:
             tier = 0
         return 3 * promise + tier
+
+
+class InformedExplorer:
+    """The project's explorer: reads what can be read, takes what the texts read name,
+    opens what is closed, never inspects or closes at random, retakes what it had scored
+    once an action that gained nothing gave it back (or a put lowered the score: a wrong
+    place), takes a move again from another scene (up to :attr:`Player.MAX_USES` times),
+    and with nothing untried where it stands walks on toward the scene entered least."""
+
+    def __init__(self, player: Player, game: Game) -> None:
+        self.tried: set[str] = set()
+        # Actions that took the agent elsewhere (most valid actions changed: a move) are
+        # "tried" per state: "move south" from another room is another move.
+        self.moving: dict[str, set[tuple[frozenset[str], float, str]]] = {}
+        self.uses: Counter[str] = Counter()
+        # Actions that changed nothing (same valid actions, same score: "You can't move
+        # there, the door is closed"): untried again once another action on the same
+        # thing is taken ("open door to east" after "move east").
+        self.refused: set[str] = set()
+        self.visits: Counter[str] = Counter()  # times each scene was entered
+        self.leads: dict[tuple[str, str], str] = {}  # (scene, move) -> the scene it led to
+        self.gained: set[str] = set()  # actions the game scored in this attempt
+        self.scene = ""  # the first sentence of the latest scene description
+
+    def choose(
+        self,
+        player: Player,
+        game: Game,
+        plans: Sequence[Plan],
+        outcomes: Outcomes | None,
+        seen: str,
+        rng: random.Random,
+        taken: Sequence[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> str | None:
+        here = (*states[-1], self.scene)  # the valid actions, the score, the scene
+        done_here = self.tried - {
+            a for a, at in self.moving.items() if here not in at and self.uses[a] < player.MAX_USES
+        }
+        action = player._choose(game, plans, outcomes, done_here, seen, rng, taken)
+        if action is not None:
+            return action
+        # Nothing untried here: walk on rather than stop with steps left (the rooms
+        # beyond may hold what is sought), toward the scene seen least (one never
+        # reached from here counts as unseen), never by a move memory says harms.
+        ways = sorted(
+            a
+            for a in game.valid
+            if a in self.moving
+            and a not in player.tabu
+            and (outcomes is None or not outcomes.harmful(a, game.reads, seen))
+        )
+        if not ways:
+            return None  # no move known from here: nothing left to try
+        seen_by = {
+            a: self.visits[self.leads[(self.scene, a)]] if (self.scene, a) in self.leads else 0
+            for a in ways
+        }
+        least = min(seen_by.values())
+        return rng.choice([a for a in ways if seen_by[a] == least])
+
+    def record(
+        self,
+        player: Player,
+        game: Game,
+        action: str,
+        turn: Turn,
+        seen: str,
+        opened: set[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> None:
+        tried, uses, refused = self.tried, self.uses, self.refused
+        look = len(states) == 2 and action == "look around"  # the opening look
+        here = (*states[-2], self.scene)
+        if action.split()[0] not in (*READ_VERBS, *PASSIVE):  # those change nothing
+            # Once each: a door's opening changes no valid action, so "open door to
+            # east" looks refused too, and must not wake "move east" for ever.
+            unblocked = {
+                a for a in refused if a != action and uses[a] < 2 and _objects(a) & _objects(action)
+            }
+            refused -= unblocked
+            tried -= unblocked
+            if states[-1] == states[-2]:
+                refused.add(action)
+            else:
+                refused.discard(action)
+        # Never the same action twice, unless it scored and a later action that scored
+        # nothing made it available again (the carrot put down can be taken again; the
+        # shirt put in its place is not taken out), then once more; as often as a later
+        # action that lowered the score made it available (put in a wrong place).
+        uses[action] += 1
+        tried.add(action)
+        # A reply that reads like the opening "look around" (its first words) but
+        # describes another scene took the agent elsewhere.
+        first = turn.observation.split(". ")[0]
+        scene = self.scene
+        if scene and first.split()[:3] == scene.split()[:3] and first != scene:
+            self.moving.setdefault(action, set()).add(here)
+        if look or action in self.moving:
+            if action in self.moving:
+                self.leads[(scene, action)] = first
+            self.scene = first
+            self.visits[first] += 1
+        text = f"{turn.observation} {turn.feedback}".strip()
+        if text.endswith(SCORED):
+            self.gained.add(action)
+        elif text.endswith(LOWERED):
+            # A wrong place (the shirt in the sink): take it back to try another place
+            # as often as it takes; the wrong put is not tried again (the player's tabu).
+            tried -= {a for a in opened if a in self.gained}
+        else:
+            tried -= {a for a in opened if a in self.gained and uses[a] < 2}
+        if opened & self.gained:
+            player.undoing.add(abstract(action, game.reads, seen)[0])
+
+
+#: The explorers a :class:`Player` may use (``lightmem bench fluxmem --explorer``), each
+#: made afresh for every attempt; ``informed`` is the default.
+EXPLORERS: dict[str, Callable[[Player, Game], Explorer]] = {
+    "informed": InformedExplorer,
+}
+
+
+def _not_at_random(
+    actions: Sequence[str],
+    plans: Sequence[Plan],
+    outcomes: Outcomes | None,
+    reads: Sequence[str],
+    seen: str,
+) -> list[str]:
+    """``actions`` without those memory says not to try at random: an action of a shape
+    some plan has a slotted step for, which that step did not bind, is one memory says
+    does not apply here (cook what the recipe does not say to cook, or with another
+    tool); it is left out where that shape has ended a game (a put that only lowered the
+    score can still be tried)."""
+    shaped = {step for plan in plans for step in plan.steps if "<" in step}
+    if not shaped or outcomes is None:
+        return list(actions)
+    risky = shaped & set(outcomes.bad)
+    return [a for a in actions if abstract(a, reads, seen)[0] not in risky]
 
 
 def _ahead_of_guess(
