@@ -3,7 +3,8 @@
 Per game type and sample, each arm trains on games from the engine's train seed list and
 is scored on games from its test seed list (held out):
 
-- ``no_memory``: the explorer alone (an untried valid action at each step);
+- ``no_memory``: the explorer alone (``explorer``: the player's ``informed`` one, or
+  ``plain``, issue 17's random untried valid action; every arm explores the same way);
 - ``stage1``: facts (what the game let the agent read) and episodes, no repairs;
 - ``stage1_2``: training with Stage II retries (plain-text game feedback);
 - ``stage1_2_3``: as I+II, then Stage III: slotted skills, refined by replaying them on
@@ -34,7 +35,7 @@ from typing import Any
 
 from lightmem.bench.twx_env import READ_VERBS, TWXWorld, world
 from lightmem.bench.twx_llm import LLMPlayer, scored
-from lightmem.bench.twx_policy import Plan, Player, plans_from
+from lightmem.bench.twx_policy import EXPLORERS, Plan, Player, plans_from
 from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.agent import FluxMemAgent
 from lightmem.fluxmem.config import FluxMemConfig
@@ -71,12 +72,20 @@ def run(
     reasoner: Reasoner | None = None,
     episodes: int = EPISODES_SHOWN,
     policy: LLMClient | None = None,
+    explorer: str = "informed",
 ) -> dict[str, Any]:
     """Every game type x sample x arm; medians over the samples. With ``policy`` a model
     chooses every action (:class:`~lightmem.bench.twx_llm.LLMPlayer`), else the
-    programmatic player does."""
+    programmatic player does, exploring by ``explorer`` in every arm (one of
+    :data:`~lightmem.bench.twx_policy.EXPLORERS`)."""
     if not games:
         raise InvalidInputError("games: name at least one game type")
+    if explorer not in EXPLORERS:
+        raise InvalidInputError(
+            f"explorer: expected one of {', '.join(EXPLORERS)}, got {explorer!r}"
+        )
+    if policy is not None and explorer != "informed":
+        raise InvalidInputError("explorer: the model explores by itself (no --explorer with --llm)")
     counts = (("seeds", seeds, 1), ("train", train, 1), ("test", test, 1))
     limits = (("step_limit", step_limit, 1), ("rounds", rounds, 0), ("episodes", episodes, 0))
     for field, n, least in (*counts, *limits):
@@ -91,6 +100,7 @@ def run(
         "step_limit": step_limit,
         "episodes_shown": episodes,
         "policy": "programmatic" if policy is None else f"llm:{policy.name}",
+        "explorer": explorer if policy is None else None,
         "games": {},
     }
     started = time.perf_counter()
@@ -103,7 +113,18 @@ def run(
                 te = [test_ids[(s * test + i) % len(test_ids)] for i in range(test)]
                 samples.append(
                     _sample(
-                        w, name, params, s, tr, te, rounds, step_limit, reasoner, episodes, policy
+                        w,
+                        name,
+                        params,
+                        s,
+                        tr,
+                        te,
+                        rounds,
+                        step_limit,
+                        reasoner,
+                        episodes,
+                        policy,
+                        explorer,
                     )
                 )
             out["games"][name] = {"params": dict(params), **_medians(samples), "samples": samples}
@@ -154,6 +175,7 @@ def _sample(
     reasoner: Reasoner | None,
     episodes: int,
     policy: LLMClient | None,
+    explorer: str,
 ) -> dict[str, Any]:
     res: dict[str, Any] = {"sample": sample}
     res["gold_steps"] = round(
@@ -164,7 +186,10 @@ def _sample(
     # of one game's attempts, and carried to the next game it would be memory by the back door.
     start = _calls(policy)
     if policy is None:
-        firsts = [Player(w, step_limit, sample).play(name, params, s, "test", ()) for s in test]
+        firsts = [
+            Player(w, step_limit, sample, explorer=explorer).play(name, params, s, "test", ())
+            for s in test
+        ]
     else:
         model = LLMPlayer(w, step_limit, policy)
         firsts = [model.play(name, params, s, "test", "") for s in test]
@@ -174,7 +199,7 @@ def _sample(
             path = Path(tmp) / f"{arm}.db"
             with FluxMemAgent.open(path, reasoner=reasoner, config=config) as agent:
                 start = _llm_calls(agent, policy)
-                bench = _Bench(agent, w, name, params, step_limit, sample, policy)
+                bench = _Bench(agent, w, name, params, step_limit, sample, policy, explorer)
                 for s in train:
                     bench.task(s, "train", 0 if arm == "stage1" else rounds)
                 extra: dict[str, Any] = {}
@@ -192,7 +217,7 @@ def _sample(
             for arm_name, db, cfg in arms:
                 with FluxMemAgent.open(db, reasoner=reasoner, config=cfg) as a:
                     start = _llm_calls(a, policy)
-                    tb = _Bench(a, w, name, params, step_limit, sample, policy)
+                    tb = _Bench(a, w, name, params, step_limit, sample, policy, explorer)
                     first = [tb.first(s) for s in test]
                     retry = [tb.task(s, "test", 0 if arm == "stage1" else rounds) for s in test]
                     llm = trained + _llm_calls(a, policy) - start
@@ -246,9 +271,10 @@ class _Bench:
         step_limit: int,
         sample: int,
         policy: LLMClient | None = None,
+        explorer: str = "informed",
     ) -> None:
         self.agent, self.w, self.name, self.params = agent, w, name, params
-        self.step_limit, self.sample = step_limit, sample
+        self.step_limit, self.sample, self.explorer = step_limit, sample, explorer
         self.llm = None if policy is None else LLMPlayer(w, step_limit, policy)
         self.seed_of: dict[str, tuple[int, str]] = {}
         self.context_ms: list[float] = []  # per first attempt: what memory took to answer
@@ -261,8 +287,9 @@ class _Bench:
         return text
 
     def _player(self) -> Player:
-        """A player guessing by meaning through the agent's own embedder."""
-        return Player(self.w, self.step_limit, self.sample, self.meaning)
+        """A player guessing by meaning through the agent's own embedder, exploring as the
+        no-memory arm does."""
+        return Player(self.w, self.step_limit, self.sample, self.meaning, self.explorer)
 
     def _plans(self, context: str) -> tuple[list[Plan], Outcomes]:
         nodes: dict[str, Node] = self.agent.graph.get_nodes(_ids(context))

@@ -4,12 +4,15 @@ gives whose slots bind to the current game, and explores where no plan step appl
 Plans come from the FluxMem context: a skill's steps and slot rules, or, without a skill,
 the slotted steps induced from the similar episodes shown (from each run, the steps the
 game scored and the ones that made those possible). Every arm explores the same way (the
-no-memory baseline is the explorer alone), by one of :data:`EXPLORERS`:
+no-memory baseline is the explorer alone), by one of two explorers (:data:`EXPLORERS`):
 
 - ``informed`` (:class:`InformedExplorer`): it reads what can be read, takes what the
   texts it read name, and otherwise takes an untried valid action (never one that only
   inspects or closes something), retakes what a wrong place gave back, and walks on
-  toward the scene seen least.
+  toward the scene seen least;
+- ``plain`` (:class:`PlainExplorer`): issue 17's baseline, a uniformly random valid
+  action not yet taken in this room (never one that only inspects or closes something),
+  any valid action once none is left untried.
 
 With memory the player follows its plans first and skips the actions that ended similar
 runs in a like state (:class:`Outcomes`), whichever the explorer.
@@ -49,6 +52,7 @@ __all__ = [
     "SCORED",
     "Explorer",
     "InformedExplorer",
+    "PlainExplorer",
     "Plan",
     "Player",
     "mattered",
@@ -473,11 +477,72 @@ class InformedExplorer:
             player.undoing.add(abstract(action, game.reads, seen)[0])
 
 
+class PlainExplorer:
+    """Issue 17's no-memory policy: a uniformly random valid action not yet taken in this
+    room (the scene: the first sentence of the latest reply that reads like the opening
+    description), never one that only inspects or closes something unless nothing else
+    is valid; once every such action has been taken here, any of them. No reading first,
+    no taking back, no walking by a plan of its own, and nothing learnt within the attempt
+    but what it took where: the player's tabu counts as of the attempt's start (what
+    lowered the score or ended an earlier attempt at this game). It stops only at the
+    step limit or where no valid action is left (the tabu and harmful actions aside)."""
+
+    def __init__(self, player: Player, game: Game) -> None:
+        self.scene = game.observation.split(". ")[0]
+        self.tried: set[tuple[str, str]] = set()  # (scene, action)
+        self.tabu = frozenset(player.tabu)
+
+    def choose(
+        self,
+        player: Player,
+        game: Game,
+        plans: Sequence[Plan],
+        outcomes: Outcomes | None,
+        seen: str,
+        rng: random.Random,
+        taken: Sequence[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> str | None:
+        reads = game.reads
+        allowed = [a for a in game.valid if a not in self.tabu]
+        safe = [a for a in allowed if outcomes is None or not outcomes.harmful(a, reads, seen)]
+        untried = [a for a in safe if (self.scene, a) not in self.tried]
+        action, _ = player._planned(game, plans, outcomes, untried, seen, rng, taken)
+        if action is not None:
+            return action
+        # Where only what memory warns against is left: that, rather than stop.
+        pool = _active(_not_at_random(safe, plans, outcomes, reads, seen)) or _active(allowed)
+        if not pool:
+            return None
+        return rng.choice([a for a in pool if (self.scene, a) not in self.tried] or pool)
+
+    def record(
+        self,
+        player: Player,
+        game: Game,
+        action: str,
+        turn: Turn,
+        seen: str,
+        opened: set[str],
+        states: Sequence[tuple[frozenset[str], float]],
+    ) -> None:
+        self.tried.add((self.scene, action))
+        first = turn.observation.split(". ")[0]
+        if first.split()[:3] == self.scene.split()[:3]:  # "You are in the pantry"
+            self.scene = first
+
+
 #: The explorers a :class:`Player` may use (``lightmem bench fluxmem --explorer``), each
 #: made afresh for every attempt; ``informed`` is the default.
 EXPLORERS: dict[str, Callable[[Player, Game], Explorer]] = {
     "informed": InformedExplorer,
+    "plain": PlainExplorer,
 }
+
+
+def _active(actions: Sequence[str]) -> list[str]:
+    """The actions that do more than inspect or close something; all of them if none do."""
+    return [a for a in actions if a.split()[0] not in PASSIVE] or list(actions)
 
 
 def _not_at_random(

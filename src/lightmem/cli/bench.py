@@ -49,6 +49,13 @@ def add_bench_parser(sub: Any) -> None:
     fm.add_argument("--param", action="append", default=[], help="twx: game:key=value")
     fm.add_argument("--rounds", type=count(1), default=5, help="twx: Stage II retries per game")
     fm.add_argument(
+        "--explorer",
+        choices=["informed", "plain"],
+        default="informed",
+        help="twx: how every arm explores where memory gives no step (plain: issue 17's "
+        "random untried valid action)",
+    )
+    fm.add_argument(
         "--llm",
         action="store_true",
         help="twx: the configured LLM chooses every action and makes FluxMem's judgements",
@@ -131,6 +138,7 @@ def run_bench(args: argparse.Namespace) -> int:
             rounds=args.rounds,
             reasoner=reasoner,
             policy=policy,
+            explorer=args.explorer,
         )
         if args.out:
             Path(args.out).write_text(json.dumps(result, indent=1))
