@@ -505,13 +505,22 @@ class PlainExplorer:
     ) -> str | None:
         reads = game.reads
         allowed = [a for a in game.valid if a not in self.tabu]
-        safe = [a for a in allowed if outcomes is None or not outcomes.harmful(a, reads, seen)]
-        untried = [a for a in safe if (self.scene, a) not in self.tried]
-        action, _ = player._planned(game, plans, outcomes, untried, seen, rng, taken)
+
+        def safe(actions: Sequence[str]) -> list[str]:
+            return [a for a in actions if outcomes is None or not outcomes.harmful(a, reads, seen)]
+
+        # Memory's judgements are of the untried actions first (they cost time on long
+        # runs); of the others only once nothing active is left untried.
+        untried = safe([a for a in allowed if (self.scene, a) not in self.tried])
+        action, untried = player._planned(game, plans, outcomes, untried, seen, rng, taken)
         if action is not None:
             return action
+        pool = [a for a in untried if a.split()[0] not in PASSIVE]
+        if pool:
+            return rng.choice(pool)
         # Where only what memory warns against is left: that, rather than stop.
-        pool = _active(_not_at_random(safe, plans, outcomes, reads, seen)) or _active(allowed)
+        pool = _active(_not_at_random(safe(allowed), plans, outcomes, reads, seen))
+        pool = pool or _active(allowed)
         if not pool:
             return None
         return rng.choice([a for a in pool if (self.scene, a) not in self.tried] or pool)
