@@ -20,6 +20,7 @@ from lightmem.bench.twx_env import Game, Turn, TWXWorld
 from lightmem.bench.twx_policy import EXPLORERS, PASSIVE, PlainExplorer, Plan, Player
 from lightmem.errors import InvalidInputError
 from lightmem.fluxmem.slots import Outcomes
+from lightmem.testing import ScriptedLLM
 
 TASK = "Find what the note names and take it."
 ROOM = "You are in the study. There is a note, a key, a pen and a cup."
@@ -147,6 +148,8 @@ def test_an_unknown_explorer_is_refused_naming_the_choices() -> None:
         Player(_Study(), 10, 0, explorer="greedy")
     with pytest.raises(InvalidInputError, match=r"^explorer: "):
         fluxmem_twx.run({"coin": {}}, explorer="greedy")
+    with pytest.raises(InvalidInputError, match=r"^explorer: the model explores by itself"):
+        fluxmem_twx.run({"coin": {}}, explorer="plain", policy=ScriptedLLM())  # type: ignore[arg-type]
     assert run("bench", "fluxmem", "--env", "twx", "--explorer", "greedy").returncode == 2
 
 
