@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,8 @@ import pytest
 from inprocess_cli import run
 from lightmem.bench import fluxmem_twx, twx_policy
 from lightmem.bench.twx_env import Game, Turn, TWXWorld
-from lightmem.bench.twx_policy import EXPLORERS, PASSIVE, PlainExplorer, Plan, Player
+from lightmem.bench.twx_policy import EXPLORERS, PASSIVE, Moment, PlainExplorer, Plan, Player
 from lightmem.errors import InvalidInputError
-from lightmem.fluxmem.slots import Outcomes
 from lightmem.testing import ScriptedLLM
 
 TASK = "Find what the note names and take it."
@@ -161,19 +160,9 @@ def test_every_arm_explores_the_plain_way_when_asked(
     played: list[bool] = []  # per choice: were memory's plans given
 
     class Spy(PlainExplorer):
-        def choose(
-            self,
-            player: Player,
-            game: Game,
-            plans: Sequence[Plan],
-            outcomes: Outcomes | None,
-            seen: str,
-            rng: Any,
-            taken: Sequence[str],
-            states: Sequence[tuple[frozenset[str], float]],
-        ) -> str | None:
-            played.append(bool(plans))
-            return super().choose(player, game, plans, outcomes, seen, rng, taken, states)
+        def choose(self, now: Moment) -> str | None:
+            played.append(bool(now.plans))
+            return super().choose(now)
 
     def informed(player: Player, game: Game) -> twx_policy.Explorer:
         raise AssertionError("an arm explored the informed way")

@@ -52,6 +52,7 @@ __all__ = [
     "SCORED",
     "Explorer",
     "InformedExplorer",
+    "Moment",
     "PlainExplorer",
     "Plan",
     "Player",
@@ -125,32 +126,29 @@ def verdict(reply: str, relevant: bool = False) -> bool | None:
     return None
 
 
+@dataclass(frozen=True)
+class Moment:
+    """Where an attempt stands when its explorer picks an action: the game, memory's plans
+    and what the similar runs' actions led to, the text seen so far, the attempt's rng, the
+    actions taken and the states (valid actions, score) from the start on. ``taken`` and
+    ``states`` are the attempt's own lists: by :meth:`Explorer.record` they hold the step."""
+
+    game: Game
+    plans: Sequence[Plan]
+    outcomes: Outcomes | None
+    seen: str
+    rng: random.Random
+    taken: Sequence[str]
+    states: Sequence[tuple[frozenset[str], float]]
+
+
 class Explorer(Protocol):
     """How a player explores one attempt where no plan step of memory applies: it picks
     each action (None: stop) and sees what each action led to."""
 
-    def choose(
-        self,
-        player: Player,
-        game: Game,
-        plans: Sequence[Plan],
-        outcomes: Outcomes | None,
-        seen: str,
-        rng: random.Random,
-        taken: Sequence[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> str | None: ...
+    def choose(self, now: Moment) -> str | None: ...
 
-    def record(
-        self,
-        player: Player,
-        game: Game,
-        action: str,
-        turn: Turn,
-        seen: str,
-        opened: set[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> None: ...
+    def record(self, now: Moment, action: str, turn: Turn, opened: set[str]) -> None: ...
 
 
 class Player:
@@ -209,12 +207,13 @@ class Player:
         last = ""
         while not game.done and len(actions) < self.step_limit:
             seen = "\n".join([game.task, *observations])
+            now = Moment(game, plans, outcomes, seen, rng, actions, states)
             # Whatever the explorer, first look around, so what the room holds is in the
             # run's observations (what memory's plans bind to and episodes record).
             if not actions and "look around" in game.valid:
                 action: str | None = "look around"
             else:
-                action = explorer.choose(self, game, plans, outcomes, seen, rng, actions, states)
+                action = explorer.choose(now)
             if action is None:
                 break
             n_read, before = len(game.reads), set(game.valid)
@@ -225,7 +224,7 @@ class Player:
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             opened.append(set(turn.valid) - before)
             states.append((frozenset(turn.valid), turn.score))
-            explorer.record(self, game, action, turn, seen, opened[-1], states)
+            explorer.record(now, action, turn, opened[-1])
             last = action
             self.steps += 1
             if text.endswith(SCORED) and action not in self.scored:
@@ -371,6 +370,7 @@ class InformedExplorer:
     and with nothing untried where it stands walks on toward the scene entered least."""
 
     def __init__(self, player: Player, game: Game) -> None:
+        self.player = player
         self.tried: set[str] = set()
         # Actions that took the agent elsewhere (most valid actions changed: a move) are
         # "tried" per state: "move south" from another room is another move.
@@ -385,22 +385,13 @@ class InformedExplorer:
         self.gained: set[str] = set()  # actions the game scored in this attempt
         self.scene = ""  # the first sentence of the latest scene description
 
-    def choose(
-        self,
-        player: Player,
-        game: Game,
-        plans: Sequence[Plan],
-        outcomes: Outcomes | None,
-        seen: str,
-        rng: random.Random,
-        taken: Sequence[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> str | None:
-        here = (*states[-1], self.scene)  # the valid actions, the score, the scene
+    def choose(self, now: Moment) -> str | None:
+        player, game, outcomes, seen = self.player, now.game, now.outcomes, now.seen
+        here = (*now.states[-1], self.scene)  # the valid actions, the score, the scene
         done_here = self.tried - {
             a for a, at in self.moving.items() if here not in at and self.uses[a] < player.MAX_USES
         }
-        action = player._choose(game, plans, outcomes, done_here, seen, rng, taken)
+        action = player._choose(game, now.plans, outcomes, done_here, seen, now.rng, now.taken)
         if action is not None:
             return action
         # Nothing untried here: walk on rather than stop with steps left (the rooms
@@ -420,19 +411,10 @@ class InformedExplorer:
             for a in ways
         }
         least = min(seen_by.values())
-        return rng.choice([a for a in ways if seen_by[a] == least])
+        return now.rng.choice([a for a in ways if seen_by[a] == least])
 
-    def record(
-        self,
-        player: Player,
-        game: Game,
-        action: str,
-        turn: Turn,
-        seen: str,
-        opened: set[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> None:
-        tried, uses, refused = self.tried, self.uses, self.refused
+    def record(self, now: Moment, action: str, turn: Turn, opened: set[str]) -> None:
+        tried, uses, refused, states = self.tried, self.uses, self.refused, now.states
         look = len(states) == 2 and action == "look around"  # the opening look
         here = (*states[-2], self.scene)
         if action.split()[0] not in (*READ_VERBS, *PASSIVE):  # those change nothing
@@ -474,7 +456,7 @@ class InformedExplorer:
         else:
             tried -= {a for a in opened if a in self.gained and uses[a] < 2}
         if opened & self.gained:
-            player.undoing.add(abstract(action, game.reads, seen)[0])
+            self.player.undoing.add(abstract(action, now.game.reads, now.seen)[0])
 
 
 class PlainExplorer:
@@ -488,21 +470,13 @@ class PlainExplorer:
     step limit or where no valid action is left (the tabu and harmful actions aside)."""
 
     def __init__(self, player: Player, game: Game) -> None:
+        self.player = player
         self.scene = game.observation.split(". ")[0]
         self.tried: set[tuple[str, str]] = set()  # (scene, action)
         self.tabu = frozenset(player.tabu)
 
-    def choose(
-        self,
-        player: Player,
-        game: Game,
-        plans: Sequence[Plan],
-        outcomes: Outcomes | None,
-        seen: str,
-        rng: random.Random,
-        taken: Sequence[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> str | None:
+    def choose(self, now: Moment) -> str | None:
+        game, plans, outcomes, seen, rng = now.game, now.plans, now.outcomes, now.seen, now.rng
         reads = game.reads
         allowed = [a for a in game.valid if a not in self.tabu]
 
@@ -512,7 +486,7 @@ class PlainExplorer:
         # Memory's judgements are of the untried actions first (they cost time on long
         # runs); of the others only once nothing active is left untried.
         untried = safe([a for a in allowed if (self.scene, a) not in self.tried])
-        action, untried = player._planned(game, plans, outcomes, untried, seen, rng, taken)
+        action, untried = self.player._planned(game, plans, outcomes, untried, seen, rng, now.taken)
         if action is not None:
             return action
         pool = [a for a in untried if a.split()[0] not in PASSIVE]
@@ -525,16 +499,7 @@ class PlainExplorer:
             return None
         return rng.choice([a for a in pool if (self.scene, a) not in self.tried] or pool)
 
-    def record(
-        self,
-        player: Player,
-        game: Game,
-        action: str,
-        turn: Turn,
-        seen: str,
-        opened: set[str],
-        states: Sequence[tuple[frozenset[str], float]],
-    ) -> None:
+    def record(self, now: Moment, action: str, turn: Turn, opened: set[str]) -> None:
         self.tried.add((self.scene, action))
         first = turn.observation.split(". ")[0]
         if first.split()[:3] == self.scene.split()[:3]:  # "You are in the pantry"
