@@ -141,7 +141,7 @@ class _Room:
 
 
 def _play(room: _Room, plans: list[Plan], seed: int = 0) -> list[str]:
-    result = Player(room, 12, seed).play("room", {}, 0, "test", plans)  # type: ignore[arg-type]
+    result = Player(room, 12, seed, explorer="informed").play("room", {}, 0, "test", plans)  # type: ignore[arg-type]
     assert result.success
     return list(result.actions)
 
@@ -200,7 +200,7 @@ def test_a_recipe_verbs_tool_is_guessed_at_once() -> None:
     reads = ["Cook.", "Directions: fry the carrot"]
     valid = ["cook carrot in oven", "cook carrot in stove", "open drawer"]
     game = Game("kitchen", 0, reads[0], "", valid, reads)
-    player = Player(None, 5, 0)  # type: ignore[arg-type]
+    player = Player(None, 5, 0, explorer="informed")  # type: ignore[arg-type]
     # The plan opens things before cooking, but opening shows no other tool.
     plan = Plan(("open <seen1>", cook), {"open <seen1>": {"seen1": {"fill": "seen"}}, cook: rules})
     choice = player._choose(game, [plan], None, set(), "", random.Random(0))
@@ -255,7 +255,7 @@ def test_the_player_opens_what_is_closed_before_guessing_by_meaning(
     meaning = Meaning(embedder)
     for seed in range(3):
         room = _Room("dirty laundry", ("laundry basket",))
-        player = Player(room, 12, seed, meaning)  # type: ignore[arg-type]
+        player = Player(room, 12, seed, meaning, explorer="informed")  # type: ignore[arg-type]
         result = player.play("room", {}, 0, "test", [plan])
         assert result.success and "put dirty laundry in bed" not in result.actions
 

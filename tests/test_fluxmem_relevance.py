@@ -180,14 +180,14 @@ def test_the_player_retakes_what_it_scored_only_when_nothing_was_gained_by_putti
     None
 ):
     # Put down for nothing (the carrot on the counter): taken again, once.
-    player = Player(_Shelf(scoring_put=False), 10, 0)
+    player = Player(_Shelf(scoring_put=False), 10, 0, explorer="informed")
     assert player.play("shelf", {}, 0, "train", ()).actions == (
         "take thing",
         "put thing in box",
         "take thing",
     )
     # Put in its place, which scored (the shirt in the wardrobe): left there.
-    player = Player(_Shelf(scoring_put=True), 10, 0)
+    player = Player(_Shelf(scoring_put=True), 10, 0, explorer="informed")
     assert player.play("shelf", {}, 0, "train", ()).actions == ("take thing", "put thing in box")
 
 
@@ -234,7 +234,11 @@ def test_a_plan_wanting_a_thing_out_of_view_looks_inside_what_is_closed() -> Non
     # opens the drawer, not the detour the task text names (taking the cookbook).
     plan = Plan(("open fridge", "take carrot", "take knife", "slice carrot"))
     for seed in range(5):
-        acts = Player(_Kitchen(), 10, seed).play("kitchen", {}, 0, "test", [plan]).actions
+        acts = (
+            Player(_Kitchen(), 10, seed, explorer="informed")
+            .play("kitchen", {}, 0, "test", [plan])
+            .actions
+        )
         assert acts == (
             "open fridge",
             "take carrot",
@@ -285,7 +289,7 @@ class _Closet(TWXWorld):
 
 def test_a_thing_put_in_a_wrong_place_is_taken_back_until_its_place_is_found() -> None:
     for seed in range(10):
-        result = Player(_Closet(), 20, seed).play("closet", {}, 0, "test", ())
+        result = Player(_Closet(), 20, seed, explorer="informed").play("closet", {}, 0, "test", ())
         assert result.success, result.actions
         wrong = [a for a in result.actions if a.startswith("put") and not a.endswith("box")]
         assert len(set(wrong)) == len(wrong)  # no wrong place tried twice
@@ -321,7 +325,9 @@ class _Corridor(TWXWorld):
 
 def test_the_explorer_walks_on_when_nothing_here_is_untried() -> None:
     for seed in range(10):
-        result = Player(_Corridor(), 40, seed).play("corridor", {}, 0, "test", ())
+        result = Player(_Corridor(), 40, seed, explorer="informed").play(
+            "corridor", {}, 0, "test", ()
+        )
         assert result.success, result.actions
 
 
@@ -369,13 +375,17 @@ def test_a_move_refused_at_a_closed_door_is_tried_again_once_the_door_is_opened(
     # opening the door (which changes no valid action) makes the move worth a new try.
     plan = Plan(("move east", "take coin"), {}, "memory")
     for seed in range(5):
-        result = Player(_Doorway(), 10, seed).play("doorway", {}, 0, "test", [plan])
+        result = Player(_Doorway(), 10, seed, explorer="informed").play(
+            "doorway", {}, 0, "test", [plan]
+        )
         assert result.success, result.actions
         assert result.actions[:4] == ("look around", "move east", "open door to east", "move east")
 
 
 def test_a_refused_move_at_a_locked_door_is_not_tried_for_ever() -> None:
     plan = Plan(("move east", "take coin"), {}, "memory")
-    result = Player(_Doorway(locked=True), 30, 0).play("doorway", {}, 0, "test", [plan])
+    result = Player(_Doorway(locked=True), 30, 0, explorer="informed").play(
+        "doorway", {}, 0, "test", [plan]
+    )
     assert not result.success
     assert result.actions.count("move east") == 2 and result.actions.count("open door to east") <= 2

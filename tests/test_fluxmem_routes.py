@@ -115,7 +115,9 @@ def test_explorer_takes_a_move_again_from_another_room() -> None:
     # Out and back along a corridor needs each move twice: "move east" from the hall and
     # again from the study (one way at a time here, so the walk is forced). No memory, so
     # only the explorer is tested.
-    result = Player(_Corridor(EAST, one_way=True), 30, 0).play("corridor", {}, 0, "test", ())
+    result = Player(_Corridor(EAST, one_way=True), 30, 0, explorer="informed").play(
+        "corridor", {}, 0, "test", ()
+    )
     assert result.success
     assert result.actions.count("move east") >= 2 and result.actions.count("move west") >= 2
 
@@ -145,7 +147,9 @@ def test_moves_become_a_route_slot_bound_on_the_map_read_in_this_game() -> None:
 def test_a_skill_with_a_route_wins_a_new_map_in_the_fewest_steps() -> None:
     steps, slots = induce([_won(EAST), _won(NORTH)])
     plan = Plan(tuple(steps), slots, "skill")
-    result = Player(_Corridor(SOUTH), 30, 0).play("corridor", {}, 0, "test", [plan])
+    result = Player(_Corridor(SOUTH), 30, 0, explorer="informed").play(
+        "corridor", {}, 0, "test", [plan]
+    )
     assert result.success
     assert [a for a in result.actions if a.startswith("move")] == ["move south"] * 2 + [
         "move north"
@@ -162,7 +166,7 @@ def test_steps_that_say_which_action_come_before_ones_that_take_anything_in_view
     world.step("move east")
     world.step("move east")
     assert {"move west", "take coin"} <= set(game.valid)
-    player = Player(world, 30, 0)
+    player = Player(world, 30, 0, explorer="informed")
     done = {"look around", "read map", "task"}
     choice = player._choose(game, [plan], None, done, world._look(), random.Random(0))
     assert choice == "take coin"

@@ -3,8 +3,9 @@
 Per game type and sample, each arm trains on games from the engine's train seed list and
 is scored on games from its test seed list (held out):
 
-- ``no_memory``: the explorer alone (``explorer``: the player's ``informed`` one, or
-  ``plain``, issue 17's random untried valid action; every arm explores the same way);
+- ``no_memory``: the explorer alone (``explorer``: ``plain`` by default, issue 17's
+  random untried valid action, or the player's ``informed`` one; every arm explores the
+  same way);
 - ``stage1``: facts (what the game let the agent read) and episodes, no repairs;
 - ``stage1_2``: training with Stage II retries (plain-text game feedback);
 - ``stage1_2_3``: as I+II, then Stage III: slotted skills, refined by replaying them on
@@ -48,9 +49,12 @@ from lightmem.fluxmem.types import Node, StepResult
 from lightmem.ledger import Ledger, calls
 from lightmem.llm.base import LLMClient
 
-__all__ = ["ARMS", "EPISODES_SHOWN", "MATURE_SIMILARITY", "run"]
+__all__ = ["ARMS", "DEFAULT_EXPLORER", "EPISODES_SHOWN", "MATURE_SIMILARITY", "run"]
 
 ARMS = ("no_memory", "stage1", "stage1_2", "stage1_2_3", "stage1_2_3_mature")
+#: How every arm explores unless told: the issue's no-memory policy, so that the no-memory
+#: arm is the baseline its targets are set against.
+DEFAULT_EXPLORER = "plain"
 MATURE_SIMILARITY = 0.8
 #: Similar episodes Stage I shows (FluxMem's ``top_k_episodic``): the player learns from
 #: them which actions harmed, helped or did nothing in like states, and where things went
@@ -72,20 +76,21 @@ def run(
     reasoner: Reasoner | None = None,
     episodes: int = EPISODES_SHOWN,
     policy: LLMClient | None = None,
-    explorer: str = "informed",
+    explorer: str | None = None,
 ) -> dict[str, Any]:
     """Every game type x sample x arm; medians over the samples. With ``policy`` a model
     chooses every action (:class:`~lightmem.bench.twx_llm.LLMPlayer`), else the
     programmatic player does, exploring by ``explorer`` in every arm (one of
-    :data:`~lightmem.bench.twx_policy.EXPLORERS`)."""
+    :data:`~lightmem.bench.twx_policy.EXPLORERS`; :data:`DEFAULT_EXPLORER` if None)."""
     if not games:
         raise InvalidInputError("games: name at least one game type")
+    if policy is not None and explorer is not None:
+        raise InvalidInputError("explorer: the model explores by itself (no --explorer with --llm)")
+    explorer = explorer or DEFAULT_EXPLORER
     if explorer not in EXPLORERS:
         raise InvalidInputError(
             f"explorer: expected one of {', '.join(EXPLORERS)}, got {explorer!r}"
         )
-    if policy is not None and explorer != "informed":
-        raise InvalidInputError("explorer: the model explores by itself (no --explorer with --llm)")
     counts = (("seeds", seeds, 1), ("train", train, 1), ("test", test, 1))
     limits = (("step_limit", step_limit, 1), ("rounds", rounds, 0), ("episodes", episodes, 0))
     for field, n, least in (*counts, *limits):
@@ -271,7 +276,7 @@ class _Bench:
         step_limit: int,
         sample: int,
         policy: LLMClient | None = None,
-        explorer: str = "informed",
+        explorer: str = DEFAULT_EXPLORER,
     ) -> None:
         self.agent, self.w, self.name, self.params = agent, w, name, params
         self.step_limit, self.sample, self.explorer = step_limit, sample, explorer
@@ -289,7 +294,7 @@ class _Bench:
     def _player(self) -> Player:
         """A player guessing by meaning through the agent's own embedder, exploring as the
         no-memory arm does."""
-        return Player(self.w, self.step_limit, self.sample, self.meaning, self.explorer)
+        return Player(self.w, self.step_limit, self.sample, self.meaning, explorer=self.explorer)
 
     def _plans(self, context: str) -> tuple[list[Plan], Outcomes]:
         nodes: dict[str, Node] = self.agent.graph.get_nodes(_ids(context))

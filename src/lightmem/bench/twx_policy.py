@@ -15,7 +15,9 @@ no-memory baseline is the explorer alone), by one of two explorers (:data:`EXPLO
   any valid action once none is left untried.
 
 With memory the player follows its plans first and skips the actions that ended similar
-runs in a like state (:class:`Outcomes`), whichever the explorer.
+runs in a like state (:class:`Outcomes`), whichever the explorer; the plain explorer then
+also tries first what helped in like states and last what was done often to no effect,
+and lets a plan take back what a wrong place gave back (a put that lowered the score).
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ class Player:
         step_limit: int,
         seed: int,
         meaning: Meaning | None = None,
-        explorer: str = "informed",
+        *,
+        explorer: str,
     ) -> None:
         if explorer not in EXPLORERS:
             raise InvalidInputError(
@@ -467,13 +470,23 @@ class PlainExplorer:
     no taking back, no walking by a plan of its own, and nothing learnt within the attempt
     but what it took where: the player's tabu counts as of the attempt's start (what
     lowered the score or ended an earlier attempt at this game). It stops only at the
-    step limit or where no valid action is left (the tabu and harmful actions aside)."""
+    step limit or where no valid action is left (the tabu and harmful actions aside).
+
+    Given memory, it is the same explorer told what memory knows: plans first (and a
+    plan may take again what a put that lowered the score gave back, to bind its put
+    anew), no action that ended similar runs in a like state, and among the untried
+    actions those that helped in like states first, those often idle last."""
 
     def __init__(self, player: Player, game: Game) -> None:
         self.player = player
         self.scene = game.observation.split(". ")[0]
         self.tried: set[tuple[str, str]] = set()  # (scene, action)
         self.tabu = frozenset(player.tabu)
+        self.gained: set[str] = set()  # actions the game scored in this attempt
+        # Scored actions that a later one which lowered the score made available again
+        # (the thing put in a wrong place can be taken back): memory's plans may take
+        # them again to bind their next step anew; the random explorer never does.
+        self.given_back: set[str] = set()
 
     def choose(self, now: Moment) -> str | None:
         game, plans, outcomes, seen, rng = now.game, now.plans, now.outcomes, now.seen, now.rng
@@ -486,10 +499,20 @@ class PlainExplorer:
         # Memory's judgements are of the untried actions first (they cost time on long
         # runs); of the others only once nothing active is left untried.
         untried = safe([a for a in allowed if (self.scene, a) not in self.tried])
-        action, untried = self.player._planned(game, plans, outcomes, untried, seen, rng, now.taken)
+        back = safe([a for a in allowed if a in self.given_back and a not in untried])
+        action, left = self.player._planned(
+            game, plans, outcomes, untried + back, seen, rng, now.taken
+        )
         if action is not None:
             return action
+        untried = [a for a in left if a not in back]
         pool = [a for a in untried if a.split()[0] not in PASSIVE]
+        if pool and outcomes is not None:
+            # Memory's word on the untried: what helped in like states first, what was
+            # done often to no effect last (without memory all are alike).
+            promise = {a: outcomes.promise(a, reads, seen) for a in pool}
+            best = max(promise.values())
+            pool = [a for a in pool if promise[a] == best]
         if pool:
             return rng.choice(pool)
         # Where only what memory warns against is left: that, rather than stop.
@@ -501,13 +524,19 @@ class PlainExplorer:
 
     def record(self, now: Moment, action: str, turn: Turn, opened: set[str]) -> None:
         self.tried.add((self.scene, action))
+        self.given_back.discard(action)
+        text = f"{turn.observation} {turn.feedback}".strip()
+        if text.endswith(SCORED):
+            self.gained.add(action)
+        elif text.endswith(LOWERED):
+            self.given_back |= opened & self.gained
         first = turn.observation.split(". ")[0]
         if first.split()[:3] == self.scene.split()[:3]:  # "You are in the pantry"
             self.scene = first
 
 
 #: The explorers a :class:`Player` may use (``lightmem bench fluxmem --explorer``), each
-#: made afresh for every attempt; ``informed`` is the default.
+#: made afresh for every attempt; the bench's default is ``plain`` (the issue's baseline).
 EXPLORERS: dict[str, Callable[[Player, Game], Explorer]] = {
     "informed": InformedExplorer,
     "plain": PlainExplorer,

@@ -51,9 +51,8 @@ def add_bench_parser(sub: Any) -> None:
     fm.add_argument(
         "--explorer",
         choices=["informed", "plain"],
-        default="informed",
-        help="twx: how every arm explores where memory gives no step (plain: issue 17's "
-        "random untried valid action)",
+        help="twx: how every arm explores where memory gives no step (default plain: "
+        "issue 17's random untried valid action; informed: reads and takes what it read)",
     )
     fm.add_argument(
         "--llm",
