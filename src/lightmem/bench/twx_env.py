@@ -91,6 +91,11 @@ class Turn:
     failure: bool
     feedback: str  # the plain-text verdict: score change, unknown action, failure
 
+    @property
+    def reply(self) -> str:
+        """What the player reads back: the observation, then the game's verdict."""
+        return f"{self.observation} {self.feedback}".strip()
+
 
 @dataclass
 class Game:

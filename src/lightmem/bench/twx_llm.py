@@ -94,7 +94,7 @@ class LLMPlayer:
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
             actions.append(action)
-            observations.append(f"{turn.observation} {turn.feedback}".strip())
+            observations.append(turn.reply)
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
             opened.append(set(turn.valid) - before)
             states.append((frozenset(turn.valid), turn.score))

@@ -221,7 +221,7 @@ class Player:
                 break
             n_read, before = len(game.reads), set(game.valid)
             turn = self.world.step(action)
-            text = f"{turn.observation} {turn.feedback}".strip()
+            text = turn.reply
             actions.append(action)
             observations.append(text)
             docs.append(game.reads[-1] if len(game.reads) > n_read else "")
@@ -449,7 +449,7 @@ class InformedExplorer:
                 self.leads[(scene, action)] = first
             self.scene = first
             self.visits[first] += 1
-        text = f"{turn.observation} {turn.feedback}".strip()
+        text = turn.reply
         if text.endswith(SCORED):
             self.gained.add(action)
         elif text.endswith(LOWERED):
@@ -525,7 +525,7 @@ class PlainExplorer:
     def record(self, now: Moment, action: str, turn: Turn, opened: set[str]) -> None:
         self.tried.add((self.scene, action))
         self.given_back.discard(action)
-        text = f"{turn.observation} {turn.feedback}".strip()
+        text = turn.reply
         if text.endswith(SCORED):
             self.gained.add(action)
         elif text.endswith(LOWERED):
