@@ -122,6 +122,33 @@ def test_harmful_actions_depend_on_the_state() -> None:
     assert not memory.harmful("cook beet in toaster", [TASK, other], "")
 
 
+KITCHEN = "You see an oven, a stove and a toaster."
+
+
+def test_a_key_that_both_helped_and_harmed_with_the_same_tool_tells_nothing() -> None:
+    def cooked(cook: str, tool: str, ok: bool) -> tuple[Run, list[bool | None]]:
+        reads = [TASK, _recipe("carrot", "slice", cook)]
+        return Run([f"cook carrot in {tool}"], [reads], [KITCHEN]), [ok]
+
+    # The tools are in view (a slot), the verbs read (keys).
+    # Every recipe also said "slice": it came with the oven scoring (roast) and ending
+    # the game (grill), so only the cooking verb tells what the oven does.
+    memory = Outcomes.of(
+        [
+            cooked("roast", "oven", True),
+            cooked("grill", "oven", False),
+            cooked("roast", "toaster", False),
+        ]
+    )
+    grill = [TASK, _recipe("beet", "slice", "grill")]
+    assert memory.harmful("cook beet in oven", grill, KITCHEN)
+    assert not memory.harmful("cook beet in toaster", grill, KITCHEN)  # grilling there: not known
+    assert memory.harmful(
+        "cook beet in toaster", [TASK, _recipe("beet", "slice", "roast")], KITCHEN
+    )
+    assert memory.promise("cook beet in oven", grill, KITCHEN) == 1  # roasting helped, not this
+
+
 def test_failed_attempts_of_an_episode_are_remembered_as_harmful() -> None:
     acts, obs = _game("carrot", "slice", "grill")
     data = {

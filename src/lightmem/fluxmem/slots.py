@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lightmem.fluxmem.meaning import Meaning
@@ -745,6 +745,7 @@ class Outcomes:
     bad: dict[str, list[list[set[str]]]]
     good: dict[str, list[list[set[str]]]]
     idle: Counter[str]
+    _mute: dict[str, list[set[str]]] = field(default_factory=dict, repr=False)
 
     #: Times a shape must have been taken to no effect (and never helped) to count as idle.
     IDLE = 3
@@ -764,20 +765,54 @@ class Outcomes:
 
     def harmful(self, action: str, reads: Sequence[str], observation: str) -> bool:
         """True if an action of this shape harmed in a state like this one (each slot's
-        keys overlap) and never helped in such a state."""
-        skel, keys = signature(action, reads, observation)
-        bad, good = self.bad.get(skel, []), self.good.get(skel, [])
+        telling keys overlap, see :meth:`telling`) and never helped in such a state."""
+        skel, keys = self.telling(*signature(action, reads, observation))
+        bad = [self.telling(skel, b)[1] for b in self.bad.get(skel, [])]
+        good = [self.telling(skel, g)[1] for g in self.good.get(skel, [])]
         return any(_like(b, keys) for b in bad) and not any(_like(g, keys) for g in good)
 
     def promise(self, action: str, reads: Sequence[str], observation: str) -> int:
         """2 if the shape helped in a like state, 0 if it was taken often to no effect and
         never helped, else 1 (not known)."""
-        skel, keys = signature(action, reads, observation)
-        if any(_like(g, keys) for g in self.good.get(skel, ())):
+        skel, keys = self.telling(*signature(action, reads, observation))
+        if any(_like(self.telling(skel, g)[1], keys) for g in self.good.get(skel, ())):
             return 2
         if self.idle[skel] >= self.IDLE and skel not in self.good:
             return 0
         return 1
+
+    def telling(self, skel: str, keys: list[set[str]]) -> tuple[str, list[set[str]]]:
+        """``keys`` without, per slot, those that say nothing of what this shape leads to,
+        unless nothing else is left there: a key that both helped and harmed alongside the
+        same keys of the other slots. A recipe saying "slice" is said of what was then
+        roasted in the oven (it scored) and grilled in the oven (the game ended): "slice"
+        does not tell the oven's outcome, "roast" and "grill" do."""
+        mute = self._mute.get(skel)
+        if mute is None:
+            mute = self._mute[skel] = _mute(self.good.get(skel, []), self.bad.get(skel, []))
+        if len(mute) != len(keys):
+            return skel, keys
+        return skel, [(k - m) or k for k, m in zip(keys, mute, strict=True)]
+
+
+def _mute(good: list[list[set[str]]], bad: list[list[set[str]]]) -> list[set[str]]:
+    """Per slot, the keys seen in a helping and a harming entry whose other slots had the
+    same keys (see :meth:`Outcomes.telling`); none where entries differ in width."""
+    width = {len(e) for e in (*good, *bad)}
+    if len(width) != 1:
+        return []
+    (n,) = width
+
+    def contexts(
+        entries: list[list[set[str]]], i: int, key: str
+    ) -> set[tuple[frozenset[str], ...]]:
+        return {tuple(frozenset(e[j]) for j in range(n) if j != i) for e in entries if key in e[i]}
+
+    out: list[set[str]] = []
+    for i in range(n):
+        both = {k for e in good for k in e[i]} & {k for e in bad for k in e[i]}
+        out.append({k for k in both if contexts(good, i, k) & contexts(bad, i, k)})
+    return out
 
 
 def _like(seen: list[set[str]], keys: list[set[str]]) -> bool:
