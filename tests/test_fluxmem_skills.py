@@ -17,7 +17,7 @@ import pytest
 from inprocess_cli import run
 from lightmem.bench import fluxmem_twx
 from lightmem.errors import InvalidInputError
-from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult
+from lightmem.fluxmem import FluxMemAgent, FluxMemConfig, StepResult, stage3
 from lightmem.fluxmem.slots import Run, abstract, bind, induce
 from lightmem.fluxmem.stage3 import SkillDraft
 from lightmem.types import Edge
@@ -216,7 +216,7 @@ def test_mature_skill_runs_without_stage1_search_and_falls_back_when_it_fails(
 
 
 def test_every_mature_skill_like_the_task_is_activated_best_record_first(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tasks alike in wording can need different procedures: activation shows every
     graduated skill like the task (a skill alone lacks the others' steps), the one with
@@ -237,7 +237,9 @@ def test_every_mature_skill_like_the_task_is_activated_best_record_first(
         )
         failing = min(n.data["task"] for n in bigger.values())
     # The same memory, but the skill of more runs fails one of its replays: its record is now
-    # the worse one, so it comes second although it has more runs.
+    # the worse one, so it comes second although it has more runs. (With two runs, one
+    # failed is an eta of 0.5: graduating it too takes a lower bar than the library's.)
+    monkeypatch.setattr(stage3, "GRADUATE_ETA", 0.5)
     with _agent(tmp_path / "h.db", num_clusters=2, mature_similarity=0.8) as agent:
         agent.consolidate(replay_fn=lambda s, t: t != failing)
         skills = agent.graph.nodes("procedural", agent.scope)
@@ -329,6 +331,24 @@ def test_twx_benchmark_refuses_an_empty_count_naming_it(field: str) -> None:
         fluxmem_twx.run({"coin": {}}, episodes=-1)
     with pytest.raises(InvalidInputError, match=r"^games: "):
         fluxmem_twx.run({})
+
+
+def test_a_converged_skill_graduates_only_on_a_replay_record_of_at_least_0_8(
+    tmp_path: Path,
+) -> None:
+    """A skill that fails one replay in three has converged but is not mature: activating
+    it directly, with no search, would play a procedure that loses a third of the time."""
+    with _agent(tmp_path / "a.db", mature_similarity=0.8) as agent:
+        failing = f"{TASK} ({GAMES[0][0]})"
+        report = agent.consolidate(replay_fn=lambda s, t: t != failing)
+        (skill,) = agent.graph.nodes("procedural", agent.scope)
+        assert round(skill.data["eta"], 2) == 0.67
+        assert report.graduated == [] and not skill.data["graduated"]
+        assert agent.mature_subgraph(f"{TASK} (salmon)") is None
+    with _agent(tmp_path / "b.db", mature_similarity=0.8) as agent:
+        report = agent.consolidate(replay_fn=lambda s, t: True)
+        assert len(report.graduated) == 1
+        assert agent.mature_subgraph(f"{TASK} (salmon)") is not None
 
 
 def test_a_skill_still_shrinking_when_its_rounds_run_out_graduates(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class SkillDraft(str):
 #: StepResult (its actions and observations then show which steps failed).
 ReplayFn = Callable[[SkillDraft, str], "bool | StepResult"]
 #: Least replay success rate for a converged skill to graduate (become mature).
-GRADUATE_ETA = 0.5
+GRADUATE_ETA = 0.8
 
 
 @dataclass
