@@ -766,33 +766,36 @@ class Outcomes:
     def harmful(self, action: str, reads: Sequence[str], observation: str) -> bool:
         """True if an action of this shape harmed in a state like this one (each slot's
         telling keys overlap, see :meth:`telling`) and never helped in such a state."""
-        skel, keys = self.telling(*signature(action, reads, observation))
-        bad = [self.telling(skel, b)[1] for b in self.bad.get(skel, [])]
-        good = [self.telling(skel, g)[1] for g in self.good.get(skel, [])]
+        skel, keys = signature(action, reads, observation)
+        keys = self.telling(skel, keys)
+        bad = [self.telling(skel, b) for b in self.bad.get(skel, [])]
+        good = [self.telling(skel, g) for g in self.good.get(skel, [])]
         return any(_like(b, keys) for b in bad) and not any(_like(g, keys) for g in good)
 
     def promise(self, action: str, reads: Sequence[str], observation: str) -> int:
         """2 if the shape helped in a like state, 0 if it was taken often to no effect and
         never helped, else 1 (not known)."""
-        skel, keys = self.telling(*signature(action, reads, observation))
-        if any(_like(self.telling(skel, g)[1], keys) for g in self.good.get(skel, ())):
+        skel, keys = signature(action, reads, observation)
+        keys = self.telling(skel, keys)
+        if any(_like(self.telling(skel, g), keys) for g in self.good.get(skel, ())):
             return 2
         if self.idle[skel] >= self.IDLE and skel not in self.good:
             return 0
         return 1
 
-    def telling(self, skel: str, keys: list[set[str]]) -> tuple[str, list[set[str]]]:
+    def telling(self, skel: str, keys: list[set[str]]) -> list[set[str]]:
         """``keys`` without, per slot, those that say nothing of what this shape leads to,
         unless nothing else is left there: a key that both helped and harmed alongside the
         same keys of the other slots. A recipe saying "slice" is said of what was then
         roasted in the oven (it scored) and grilled in the oven (the game ended): "slice"
-        does not tell the oven's outcome, "roast" and "grill" do."""
+        does not tell the oven's outcome, "roast" and "grill" do. (Worked out once per
+        shape: an Outcomes is built whole, by :meth:`of`.)"""
         mute = self._mute.get(skel)
         if mute is None:
             mute = self._mute[skel] = _mute(self.good.get(skel, []), self.bad.get(skel, []))
         if len(mute) != len(keys):
-            return skel, keys
-        return skel, [(k - m) or k for k, m in zip(keys, mute, strict=True)]
+            return keys
+        return [(k - m) or k for k, m in zip(keys, mute, strict=True)]
 
 
 def _mute(good: list[list[set[str]]], bad: list[list[set[str]]]) -> list[set[str]]:
