@@ -745,7 +745,9 @@ class Outcomes:
     bad: dict[str, list[list[set[str]]]]
     good: dict[str, list[list[set[str]]]]
     idle: Counter[str]
-    _mute: dict[str, list[set[str]]] = field(default_factory=dict, repr=False)
+    # Per shape, worked out once (an Outcomes is built whole, by :meth:`of`): the keys
+    # that tell nothing per slot, and the harming and helping entries without them.
+    _told: dict[str, _Told] = field(default_factory=dict, repr=False)
 
     #: Times a shape must have been taken to no effect (and never helped) to count as idle.
     IDLE = 3
@@ -767,17 +769,17 @@ class Outcomes:
         """True if an action of this shape harmed in a state like this one (each slot's
         telling keys overlap, see :meth:`telling`) and never helped in such a state."""
         skel, keys = signature(action, reads, observation)
-        keys = self.telling(skel, keys)
-        bad = [self.telling(skel, b) for b in self.bad.get(skel, [])]
-        good = [self.telling(skel, g) for g in self.good.get(skel, [])]
-        return any(_like(b, keys) for b in bad) and not any(_like(g, keys) for g in good)
+        told = self._told_of(skel)
+        keys = _without(keys, told.mute)
+        return any(_like(b, keys) for b in told.bad) and not any(_like(g, keys) for g in told.good)
 
     def promise(self, action: str, reads: Sequence[str], observation: str) -> int:
         """2 if the shape helped in a like state, 0 if it was taken often to no effect and
         never helped, else 1 (not known)."""
         skel, keys = signature(action, reads, observation)
-        keys = self.telling(skel, keys)
-        if any(_like(self.telling(skel, g), keys) for g in self.good.get(skel, ())):
+        told = self._told_of(skel)
+        keys = _without(keys, told.mute)
+        if any(_like(g, keys) for g in told.good):
             return 2
         if self.idle[skel] >= self.IDLE and skel not in self.good:
             return 0
@@ -788,14 +790,31 @@ class Outcomes:
         unless nothing else is left there: a key that both helped and harmed alongside the
         same keys of the other slots. A recipe saying "slice" is said of what was then
         roasted in the oven (it scored) and grilled in the oven (the game ended): "slice"
-        does not tell the oven's outcome, "roast" and "grill" do. (Worked out once per
-        shape: an Outcomes is built whole, by :meth:`of`.)"""
-        mute = self._mute.get(skel)
-        if mute is None:
-            mute = self._mute[skel] = _mute(self.good.get(skel, []), self.bad.get(skel, []))
-        if len(mute) != len(keys):
-            return keys
-        return [(k - m) or k for k, m in zip(keys, mute, strict=True)]
+        does not tell the oven's outcome, "roast" and "grill" do."""
+        return _without(keys, self._told_of(skel).mute)
+
+    def _told_of(self, skel: str) -> _Told:
+        told = self._told.get(skel)
+        if told is None:
+            good, bad = self.good.get(skel, []), self.bad.get(skel, [])
+            mute = _mute(good, bad)
+            told = _Told(mute, [_without(b, mute) for b in bad], [_without(g, mute) for g in good])
+            self._told[skel] = told
+        return told
+
+
+@dataclass(frozen=True)
+class _Told:
+    mute: list[set[str]]
+    bad: list[list[set[str]]]
+    good: list[list[set[str]]]
+
+
+def _without(keys: list[set[str]], mute: list[set[str]]) -> list[set[str]]:
+    """``keys`` less the ``mute`` ones per slot, unless nothing else is left there."""
+    if len(mute) != len(keys):
+        return keys
+    return [(k - m) or k for k, m in zip(keys, mute, strict=True)]
 
 
 def _mute(good: list[list[set[str]]], bad: list[list[set[str]]]) -> list[set[str]]:
